@@ -1,0 +1,43 @@
+"""Models fitted to a job's measurements: convergence (loss per epoch), speed (samples/s per
+(w, s)), cost (function-seconds × prices) and the ETA that combines them.
+
+Dependencies point one way: the job loop and the planner import these models; the models
+import nothing of Coach but its errors.
+"""
+
+from coach.estimate.convergence import ConvergenceFit, EpochsPrediction, fit_convergence
+from coach.estimate.cost import (
+    DEFAULT_CPU_CORE_SECOND_PRICE,
+    DEFAULT_GIB_SECOND_PRICE,
+    DEFAULT_PRICES,
+    ROLES,
+    Prices,
+    RoleResources,
+    epoch_budget,
+    epoch_cost,
+    function_cost,
+    measured_cost,
+)
+from coach.estimate.eta import Eta, eta
+from coach.estimate.speed import SpeedModel, SpeedSample, fit_speed
+
+__all__ = [
+    "DEFAULT_CPU_CORE_SECOND_PRICE",
+    "DEFAULT_GIB_SECOND_PRICE",
+    "DEFAULT_PRICES",
+    "ROLES",
+    "ConvergenceFit",
+    "EpochsPrediction",
+    "Eta",
+    "Prices",
+    "RoleResources",
+    "SpeedModel",
+    "SpeedSample",
+    "epoch_budget",
+    "epoch_cost",
+    "eta",
+    "fit_convergence",
+    "fit_speed",
+    "function_cost",
+    "measured_cost",
+]

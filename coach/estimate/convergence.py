@@ -1,0 +1,253 @@
+"""Convergence model: how the validation loss falls with training progress.
+
+Optimus' model (EuroSys'18, §3.1) of a loss curve trained with SGD:
+
+    l(k) = 1 / (b0·k + b1) + b2        b0, b1, b2 ≥ 0
+
+where `k` is training progress in epochs (fractional for tuning mini-epochs) and `b2`
+is the asymptote — the loss the job approaches but never goes below. The fit is a
+non-linear weighted, robust least-squares fit (scipy `least_squares`, `soft_l1` loss):
+
+* weights grow with progress (`w_i = 0.5 + k_i / k_max`), because the late part of a
+  curve says most about where it is heading, but early points still fix its shape;
+* the soft-L1 loss, scaled by the residuals' median absolute deviation, stops a single
+  spike (a bad epoch, a learning-rate bump) from dragging the whole curve;
+* losses are never clipped or moved toward any target: the target only enters when
+  we ask when the fitted curve crosses it.
+
+Uncertainty is a residual bootstrap (Efron): the fitted curve plus residuals drawn with
+replacement, refitted `BOOTSTRAP_REPLICAS` times with a fixed seed (so the same data
+always gives the same interval). The interval of the epochs-to-target is the
+[10th, 90th] percentile of the replicas' crossings, counting a replica that never
+crosses as +infinity (then `hi` is None: "may never get there").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from coach.errors import EstimateError
+
+MIN_POINTS = 3
+"""Fewest (progress, loss) points with distinct progress that can fit three coefficients."""
+
+BOOTSTRAP_REPLICAS = 100
+"""Refits used for the interval; ~0.2 s for 50 points on one core."""
+
+INTERVAL_PERCENTILES = (10.0, 90.0)
+"""The reported interval is an 80% central interval."""
+
+HORIZON_FACTOR = 10.0
+MIN_HORIZON = 100.0
+"""Default horizon: max(MIN_HORIZON, HORIZON_FACTOR × epochs seen). A crossing predicted
+beyond it is reported as unreachable: a curve that barely falls (a plateau, a job stuck at
+chance level) fits as 1/(b0·k + b1) with a tiny b0, and "10⁹ epochs" is nonsense."""
+
+_SEED = 20260101
+TIE = 1e-3
+"""Fits whose robust costs differ by less than this fraction count as equally good."""
+
+
+@dataclass(frozen=True)
+class EpochsPrediction:
+    """When the fitted loss curve meets the stop rule, counted in absolute epochs.
+
+    `epoch` counts as the data did (the epoch that ends at progress 1.0 is epoch 1). It
+    is the epoch at which the stop rule is first met on the fitted curve: the first
+    epoch with predicted loss ≤ target, plus `consecutive − 1` (the curve only falls).
+    None when the target is not reachable.
+    """
+
+    epoch: int | None          # first k with l(k..k+c−1) ≤ target; None if unreachable
+    lo: int | None             # 10th percentile of bootstrap crossings
+    hi: int | None             # 90th percentile; None = some replicas never reach it
+    reachable: bool            # target > b2 and the crossing is within the horizon
+    asymptote: float           # b2
+    note: str = ""             # in words, why it is unreachable (or how sure we are)
+
+
+@dataclass(frozen=True)
+class ConvergenceFit:
+    """A fitted curve l(k) = 1/(b0·k + b1) + b2 with its bootstrap replicas."""
+
+    b0: float                  # speed of convergence: 1/(l − b2) grows by b0 per epoch
+    b1: float                  # 1/(l(0) − b2): offset of the start
+    b2: float                  # asymptote: l(k) → b2 as k → ∞, never below
+    n_points: int              # points used in the fit
+    last_progress: float       # largest progress seen (epochs)
+    residual_scale: float      # robust (MAD) scale of the residuals, loss units
+    replicas: tuple[tuple[float, float, float], ...] = ()   # bootstrap (b0, b1, b2)
+
+    def predict(self, k: float | np.ndarray) -> float | np.ndarray:
+        """Predicted loss after `k` epochs of progress."""
+        return _curve(np.asarray(k, dtype=float), self.b0, self.b1, self.b2) if np.ndim(k) else float(
+            _curve(np.asarray([k], dtype=float), self.b0, self.b1, self.b2)[0])
+
+    def horizon(self) -> float:
+        """The default horizon in epochs: max(MIN_HORIZON, HORIZON_FACTOR × epochs seen)."""
+        return max(MIN_HORIZON, HORIZON_FACTOR * self.last_progress)
+
+    def epochs_to_target(self, target: float, consecutive: int = 1,
+                         horizon: float | None = None) -> EpochsPrediction:
+        """Epoch at which the predicted loss first meets `target` for `consecutive` epochs.
+
+        Unreachable when the target is at or below the asymptote b2 (the model says the
+        loss never gets there), or when the crossing lies beyond `horizon` epochs (default
+        `self.horizon()`; pass e.g. the job's max_epochs): we say so rather than
+        extrapolate to a huge number.
+        """
+        if not math.isfinite(target):
+            raise EstimateError(f"target must be a finite number, got {target!r}")
+        if consecutive < 1:
+            raise EstimateError(f"consecutive must be at least 1, got {consecutive}")
+        limit = self.horizon() if horizon is None else float(horizon)
+        raw = _crossing(self.b0, self.b1, self.b2, target, consecutive)
+        point = raw if raw is not None and raw <= limit else None
+        crossings = np.array([c if (c := _crossing(b0, b1, b2, target, consecutive)) is not None
+                              and c <= limit else math.inf
+                              for b0, b1, b2 in self.replicas], dtype=float)
+        lo = hi = None
+        if crossings.size:
+            # "lower" picks an actual replica, so +inf never gets interpolated into NaN
+            p_lo, p_hi = np.percentile(crossings, INTERVAL_PERCENTILES, method="lower")
+            lo = int(p_lo) if math.isfinite(p_lo) else None
+            hi = int(p_hi) if math.isfinite(p_hi) else None
+        if point is not None:
+            # the interval always contains the point estimate
+            lo = point if lo is None else min(lo, point)
+            hi = None if hi is None else max(hi, point)
+        if target <= self.b2:
+            note = (f"target {target:g} is at or below the fitted asymptote {self.b2:.4g}: "
+                    "the loss is not expected to get there")
+        elif point is None:
+            note = (f"the fitted curve falls too slowly: it would reach {target:g} only after "
+                    f"{'more than ' if raw is None or raw >= MAX_EPOCH else ''}"
+                    f"{raw if raw is not None else MAX_EPOCH:g} epochs, beyond the horizon of {limit:g}")
+        else:
+            note = f"80% interval [{lo}, {'never' if hi is None else hi}]"
+        return EpochsPrediction(epoch=point, lo=lo, hi=hi, reachable=point is not None,
+                                asymptote=self.b2, note=note)
+
+
+def fit_convergence(progress: Sequence[float], losses: Sequence[float],
+                    bootstrap: int = BOOTSTRAP_REPLICAS) -> ConvergenceFit:
+    """Fit l(k) = 1/(b0·k + b1) + b2 to validation losses observed at `progress` epochs.
+
+    Raises EstimateError when there are fewer than MIN_POINTS distinct progress values,
+    or a progress/loss is negative, NaN or infinite (the model has b2 ≥ 0, so a negative
+    loss cannot be fitted).
+    """
+    k, y = _validate(progress, losses)
+    weights = 0.5 + k / k.max()
+    b = _fit(k, y, weights, start=None)
+    resid = y - _curve(k, *b)
+    scale = _robust_scale(resid, y)
+    replicas: list[tuple[float, float, float]] = []
+    if bootstrap > 0:
+        rng = np.random.default_rng(_SEED)
+        centred = resid - np.median(resid)
+        fitted = _curve(k, *b)
+        for _ in range(bootstrap):
+            y_star = fitted + rng.choice(centred, size=centred.size, replace=True)
+            y_star = np.maximum(y_star, 0.0)
+            b_star = _fit(k, y_star, weights, start=b, scale=scale)
+            replicas.append((float(b_star[0]), float(b_star[1]), float(b_star[2])))
+    return ConvergenceFit(b0=float(b[0]), b1=float(b[1]), b2=float(b[2]), n_points=int(k.size),
+                          last_progress=float(k.max()), residual_scale=float(scale),
+                          replicas=tuple(replicas))
+
+
+def _validate(progress: Sequence[float], losses: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    try:
+        k = np.asarray(progress, dtype=float).ravel()
+        y = np.asarray(losses, dtype=float).ravel()
+    except (TypeError, ValueError) as exc:
+        raise EstimateError(f"progress and losses must be numbers: {exc}") from exc
+    if k.size != y.size:
+        raise EstimateError(f"{k.size} progress values but {y.size} losses")
+    if not (np.all(np.isfinite(k)) and np.all(np.isfinite(y))):
+        raise EstimateError("progress and losses must be finite numbers (found NaN or infinity)")
+    if np.any(k <= 0):
+        raise EstimateError("progress must be > 0 epochs (a loss is measured after some training)")
+    if np.any(y < 0):
+        raise EstimateError("losses must be ≥ 0: the model l(k) = 1/(b0·k + b1) + b2 has b2 ≥ 0")
+    if np.unique(k).size < MIN_POINTS:
+        raise EstimateError(f"need losses at {MIN_POINTS} or more distinct progress values to fit "
+                            f"three coefficients, got {np.unique(k).size}")
+    order = np.argsort(k, kind="stable")
+    return k[order], y[order]
+
+
+def _curve(k: np.ndarray, b0: float, b1: float, b2: float) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return 1.0 / (b0 * k + b1) + b2
+
+
+def _robust_scale(resid: np.ndarray, y: np.ndarray) -> float:
+    mad = 1.4826 * float(np.median(np.abs(resid - np.median(resid))))
+    floor = 1e-3 * max(float(np.ptp(y)), 1e-3 * max(float(np.abs(y).max()), 1e-12))
+    return max(mad, floor)
+
+
+def _starts(k: np.ndarray, y: np.ndarray, weights: np.ndarray) -> list[np.ndarray]:
+    """Initial guesses: for a grid of asymptotes b2 < min(loss), 1/(l − b2) is linear in k."""
+    starts = []
+    y_min = float(y.min())
+    for q in (0.0, 0.5, 0.8, 0.9, 0.97, 0.995):
+        b2 = q * y_min
+        z = 1.0 / np.maximum(y - b2, 1e-12)
+        a = np.vstack([k, np.ones_like(k)]).T * weights[:, None]
+        (b0, b1), *_ = np.linalg.lstsq(a, z * weights, rcond=None)
+        starts.append(np.array([max(b0, 1e-9), max(b1, 1e-9), b2]))
+    return starts
+
+
+def _fit(k: np.ndarray, y: np.ndarray, weights: np.ndarray, start: np.ndarray | None,
+         scale: float | None = None) -> np.ndarray:
+    """Robust fit; from several starts (plain least squares first), or from `start` alone."""
+    sw = np.sqrt(weights)
+
+    def residuals(b: np.ndarray) -> np.ndarray:
+        return (_curve(k, *b) - y) * sw
+
+    best, best_cost = None, math.inf
+    for x0 in ([start] if start is not None else _starts(k, y, weights)):
+        x0 = np.clip(np.asarray(x0, dtype=float), 1e-12, None)
+        if scale is None or start is None:
+            # least squares first, then robust with a scale taken from its residuals
+            x0 = least_squares(residuals, x0, bounds=(0.0, np.inf), method="trf", x_scale="jac",
+                               max_nfev=200).x
+            scale = scale if scale is not None else _robust_scale(residuals(x0), y)
+        rob = least_squares(residuals, x0, bounds=(0.0, np.inf), method="trf", x_scale="jac",
+                            loss="soft_l1", f_scale=scale, max_nfev=200)
+        # near-equal costs (a flat curve fits any split of 1/b1 + b2): keep the higher
+        # asymptote, the conservative reading "it will not fall much further"
+        if np.all(np.isfinite(rob.x)) and (
+                rob.cost < best_cost * (1 - TIE) or (rob.cost <= best_cost * (1 + TIE) and rob.x[2] > best[2])):
+            best, best_cost = rob.x, min(rob.cost, best_cost)
+    if best is None:
+        raise EstimateError("the loss curve could not be fitted (no finite solution)")
+    return np.maximum(best, 0.0)
+
+
+def _crossing(b0: float, b1: float, b2: float, target: float, consecutive: int) -> int | None:
+    """First integer epoch from which the curve stays ≤ target for `consecutive` epochs."""
+    if target <= b2:
+        return None
+    if b0 <= 0.0:
+        # flat curve at 1/b1 + b2: reached from the start or never
+        start_loss = math.inf if b1 <= 0.0 else 1.0 / b1 + b2
+        return consecutive if start_loss <= target else None
+    k_star = (1.0 / (target - b2) - b1) / b0
+    if not math.isfinite(k_star) or k_star > MAX_EPOCH:
+        return MAX_EPOCH
+    return max(1, math.ceil(k_star - 1e-9)) + consecutive - 1
+
+
+MAX_EPOCH = 10**12
+"""Crossings are computed up to here; any horizon is far below it."""

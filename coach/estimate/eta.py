@@ -1,0 +1,49 @@
+"""ETA: the convergence prediction (epochs left) times the speed model (seconds per epoch).
+
+    epochs_left = max(predicted stop epoch − epochs done, consecutive − streak)
+    seconds     = epochs_left · epoch_seconds
+
+The interval comes from the convergence fit's bootstrap interval; the epoch time is
+taken as known (its error is small next to that of the epoch count).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from coach.estimate.convergence import ConvergenceFit
+
+
+@dataclass(frozen=True)
+class Eta:
+    """Predicted rest of a job; None fields mean "unknown / maybe never"."""
+
+    epochs_left: int | None    # stop epoch − epochs done; None if unreachable
+    lo: int | None             # from the bootstrap interval of the stop epoch
+    hi: int | None             # None = some bootstrap replicas never reach the target
+    seconds: float | None      # epochs_left · epoch_seconds
+    seconds_lo: float | None
+    seconds_hi: float | None
+    reachable: bool            # target above the fitted asymptote
+    asymptote: float           # b2
+
+
+def eta(fit: ConvergenceFit, target: float, consecutive: int, epochs_done: float,
+        epoch_seconds: float, streak: int = 0) -> Eta:
+    """Epochs and seconds left until the stop rule (`consecutive` epochs ≤ target) is met.
+
+    `streak` is how many of the latest epochs are already at or below the target: even if
+    the fitted curve is already below it, at least `consecutive − streak` epochs remain.
+    """
+    pred = fit.epochs_to_target(target, consecutive)
+    floor = max(consecutive - streak, 0)
+
+    def left(epoch: int | None) -> int | None:
+        return None if epoch is None else max(int(round(epoch - epochs_done)), floor)
+
+    def secs(n: int | None) -> float | None:
+        return None if n is None else n * epoch_seconds
+
+    n, lo, hi = left(pred.epoch), left(pred.lo), left(pred.hi)
+    return Eta(epochs_left=n, lo=lo, hi=hi, seconds=secs(n), seconds_lo=secs(lo), seconds_hi=secs(hi),
+               reachable=pred.reachable, asymptote=pred.asymptote)

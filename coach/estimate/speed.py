@@ -1,0 +1,194 @@
+"""Speed model: training throughput (samples/s) as a function of workers `w` and servers `s`.
+
+Two candidate forms are fitted to every measured configuration, and the one that
+predicts *held-out* configurations better (leave-one-configuration-out MAPE) is used:
+
+* ``optimus`` — Optimus' synchronous parameter-server model (EuroSys'18, §3.2). The
+  time of one step of global batch M is
+
+      t(w, s) = t0·M/w + t1 + t2·w/s + t3·w + t4·s        t_i ≥ 0
+      (compute      fixed  push/pull   per-worker per-server overhead)
+
+  and throughput is M / t(w, s). It is linear in t_i, so it is fitted with non-negative
+  least squares on relative errors (each row divided by its measured t).
+* ``quadratic`` — the thesis' §4.2 form, a concave bowl with a best (w, s):
+
+      f(w, s) = −b1·(w − b2)² − b3·(s − b4)² + b5        b_i ≥ 0
+
+  fitted with bounded non-linear least squares. It needs ≥ 6 distinct configurations
+  (5 coefficients plus one to hold out).
+
+With fewer than 3 distinct configurations neither form is trustworthy, so the model is
+``nearest``: the throughput of the nearest measured configuration (ties → the smaller
+one). It never promises a gain that was not measured, so a planner using it will not
+grow a job past what its tuning tried.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.optimize import least_squares, nnls
+
+from coach.errors import EstimateError
+
+MIN_CONFIGS_PARAMETRIC = 3
+"""Below this many distinct (w, s, M) configurations the model is nearest-neighbour."""
+
+MIN_CONFIGS_QUADRATIC = 6
+"""The thesis' form has 5 coefficients; it competes only with one configuration to spare."""
+
+MIN_THROUGHPUT = 1e-9
+"""Predictions are floored here: the quadratic form can go negative far from its peak."""
+
+
+@dataclass(frozen=True)
+class SpeedSample:
+    """One measured epoch (or mini-epoch): its configuration and its throughput."""
+
+    workers: int               # w ≥ 1
+    servers: int               # s ≥ 1
+    samples_per_s: float       # measured: samples processed by all workers / wall seconds
+    global_batch: int          # M = per-worker batch × w (samples per synchronous step)
+
+
+@dataclass(frozen=True)
+class SpeedModel:
+    """A fitted throughput model; `predict(w, s)` gives samples/s."""
+
+    form: str                  # "optimus" | "quadratic" | "nearest"
+    coef: tuple[float, ...]    # optimus: (t0..t4); quadratic: (b1..b5); nearest: ()
+    global_batch: float        # M used by predict() unless one is given (the latest sample's)...
+    mape: float | None         # leave-one-configuration-out MAPE of this form, None if < 3 configs
+    n_configs: int             # distinct configurations behind the fit
+    batch_per_worker: float | None = None   # ...or M = batch_per_worker·w, when every sample had one M/w
+    candidates: dict[str, float] = field(default_factory=dict)   # held-out MAPE of every form tried
+    points: tuple[tuple[int, int, float, float], ...] = ()       # (w, s, M, samples/s) means
+
+    def predict(self, workers: int, servers: int, global_batch: float | None = None) -> float:
+        """Predicted samples/s with `workers` workers and `servers` servers."""
+        if workers < 1 or servers < 1:
+            raise EstimateError(f"need at least 1 worker and 1 server, got w={workers}, s={servers}")
+        if global_batch is not None:
+            m = float(global_batch)
+        elif self.batch_per_worker is not None:
+            m = self.batch_per_worker * workers
+        else:
+            m = self.global_batch
+        if self.form == "optimus":
+            return max(_optimus(np.array(self.coef), workers, servers, m), MIN_THROUGHPUT)
+        if self.form == "quadratic":
+            return max(_quadratic(np.array(self.coef), workers, servers), MIN_THROUGHPUT)
+        return _nearest(self.points, workers, servers, m)
+
+    def epoch_seconds(self, workers: int, servers: int, samples_per_epoch: float) -> float:
+        """Predicted wall seconds of one epoch of `samples_per_epoch` samples."""
+        return samples_per_epoch / self.predict(workers, servers)
+
+    def describe(self) -> str:
+        """One line for logs and plots: which form, from how many configurations, how good."""
+        err = "n/a" if self.mape is None else f"{100 * self.mape:.1f}%"
+        return f"{self.form} speed model from {self.n_configs} configurations, held-out MAPE {err}"
+
+
+def fit_speed(samples: Sequence[SpeedSample]) -> SpeedModel:
+    """Fit both forms to the measured samples and keep the better one on held-out configurations.
+
+    Repeated measurements of one configuration are averaged first, so a configuration
+    run for many epochs does not outvote the others. If every sample has the same batch
+    per worker (M/w), predictions scale M with w; otherwise M is the latest sample's. Raises EstimateError when there is
+    no usable sample (empty, or a non-positive/non-finite throughput or configuration).
+    """
+    points = _aggregate(samples)
+    m_latest = float(samples[-1].global_batch)
+    per_worker = {p[2] / p[0] for p in points}
+    b = per_worker.pop() if len(per_worker) == 1 else None
+    n = len(points)
+    if n < MIN_CONFIGS_PARAMETRIC:
+        return SpeedModel(form="nearest", coef=(), global_batch=m_latest, batch_per_worker=b, mape=None,
+                          n_configs=n, points=tuple(points))
+    fitters = {"optimus": _fit_optimus}
+    if n >= MIN_CONFIGS_QUADRATIC:
+        fitters["quadratic"] = _fit_quadratic
+    fitters["nearest"] = None  # type: ignore[assignment]
+    scores = {name: _holdout_mape(name, fitter, points) for name, fitter in fitters.items()}
+    # the first of equal scores wins: optimus, then quadratic, then nearest
+    best = min(scores, key=lambda name: (scores[name], list(scores).index(name)))
+    coef: tuple[float, ...] = ()
+    if best != "nearest":
+        coef = tuple(float(c) for c in fitters[best](points))  # type: ignore[misc]
+    return SpeedModel(form=best, coef=coef, global_batch=m_latest, batch_per_worker=b, mape=scores[best],
+                      n_configs=n, candidates=scores, points=tuple(points))
+
+
+Point = tuple[int, int, float, float]
+
+
+def _aggregate(samples: Sequence[SpeedSample]) -> list[Point]:
+    if not samples:
+        raise EstimateError("no speed samples: run at least one (mini-)epoch first")
+    groups: dict[tuple[int, int, float], list[float]] = {}
+    for smp in samples:
+        if smp.workers < 1 or smp.servers < 1 or smp.global_batch <= 0:
+            raise EstimateError(f"invalid configuration in speed sample {smp}")
+        if not (math.isfinite(smp.samples_per_s) and smp.samples_per_s > 0):
+            raise EstimateError(f"throughput must be a positive number, got {smp.samples_per_s!r}")
+        groups.setdefault((int(smp.workers), int(smp.servers), float(smp.global_batch)), []).append(
+            float(smp.samples_per_s))
+    return [(w, s, m, float(np.mean(v))) for (w, s, m), v in sorted(groups.items())]
+
+
+def _optimus(t: np.ndarray, w: float, s: float, m: float) -> float:
+    step = t[0] * m / w + t[1] + t[2] * w / s + t[3] * w + t[4] * s
+    return m / step if step > 0 else math.inf
+
+
+def _quadratic(b: np.ndarray, w: float, s: float) -> float:
+    return float(-b[0] * (w - b[1]) ** 2 - b[2] * (s - b[3]) ** 2 + b[4])
+
+
+def _nearest(points: Sequence[Point], w: int, s: int, m: float) -> float:
+    def distance(p: Point) -> tuple[float, int, int]:
+        return (abs(p[0] - w) + abs(p[1] - s) + abs(math.log(p[2] / m)), p[0], p[1])
+
+    return min(points, key=distance)[3]
+
+
+def _fit_optimus(points: Sequence[Point]) -> np.ndarray:
+    """NNLS on step time; rows divided by the measured step time so errors are relative."""
+    a = np.array([[m / w, 1.0, w / s, w, s] for w, s, m, _ in points])
+    t_step = np.array([m / v for _, _, m, v in points])
+    coef, _ = nnls(a / t_step[:, None], np.ones_like(t_step))
+    return coef
+
+
+def _fit_quadratic(points: Sequence[Point]) -> np.ndarray:
+    w = np.array([p[0] for p in points], dtype=float)
+    s = np.array([p[1] for p in points], dtype=float)
+    v = np.array([p[3] for p in points], dtype=float)
+
+    def residuals(b: np.ndarray) -> np.ndarray:
+        return (-b[0] * (w - b[1]) ** 2 - b[2] * (s - b[3]) ** 2 + b[4] - v) / v
+
+    best_w, best_s = w[np.argmax(v)], s[np.argmax(v)]
+    x0 = np.array([0.05 * v.max(), best_w, 0.05 * v.max(), best_s, v.max()])
+    return least_squares(residuals, x0, bounds=(0.0, np.inf), method="trf", x_scale="jac").x
+
+
+def _holdout_mape(name: str, fitter, points: Sequence[Point]) -> float:
+    """Mean |predicted − measured| / measured over configurations left out one at a time."""
+    errors = []
+    for i, (w, s, m, v) in enumerate(points):
+        rest = [p for j, p in enumerate(points) if j != i]
+        if name == "nearest":
+            pred = _nearest(rest, w, s, m)
+        elif name == "optimus":
+            pred = _optimus(_fit_optimus(rest), w, s, m)
+        else:
+            pred = _quadratic(fitter(rest), w, s)
+        pred = max(pred, MIN_THROUGHPUT) if math.isfinite(pred) else 10 * v
+        errors.append(abs(pred - v) / v)
+    return float(np.mean(errors))

@@ -1,0 +1,23 @@
+"""Planning: how many workers and servers each job gets within the shared capacity."""
+
+from coach.plan.planner import (
+    DEFAULT_RESOURCES,
+    MIN_RELATIVE_GAIN,
+    Allocation,
+    JobDemand,
+    RunningJob,
+    expected_wait,
+    min_resources,
+    plan,
+)
+
+__all__ = [
+    "DEFAULT_RESOURCES",
+    "MIN_RELATIVE_GAIN",
+    "Allocation",
+    "JobDemand",
+    "RunningJob",
+    "expected_wait",
+    "min_resources",
+    "plan",
+]

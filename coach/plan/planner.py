@@ -1,0 +1,224 @@
+"""Planner: how many workers and servers each running job gets, by marginal utility.
+
+Optimus' greedy (EuroSys'18, §4.1) over the capacity the jobs share:
+
+1. Every job in order (the order given is the priority: first come, first served)
+   gets its minimum — one scheduler, one server, one worker, or exactly its `static`
+   (w, s). A job whose minimum does not fit the capacity left waits (None), and so do
+   the jobs after it unless `backfill=True` (no small job overtakes a big one waiting).
+2. Then, repeatedly, for every job and for each of "one more worker" and "one more
+   server" that fits the free capacity, the job's `max_workers`/`max_servers` and its
+   epoch budget, compute the marginal utility
+
+       U = (T(w, s) − T(w', s')) / cpu(role)          T = remaining epochs · samples per epoch / f(w, s)
+
+   — the predicted reduction of the job's remaining time per core the step costs —
+   and grant the best one, as long as it saves at least MIN_RELATIVE_GAIN of T (a gain
+   inside the speed model's noise is no gain). Stop when no step qualifies.
+
+A job alone on a 2-core machine whose measured speed does not improve with a second
+worker therefore stays at one worker: U ≤ 0 for the worker step. Deterministic: ties go
+to the earlier job, then to the worker step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from coach.estimate.cost import DEFAULT_PRICES, Prices, RoleResources, epoch_cost
+from coach.estimate.speed import SpeedModel
+
+MIN_RELATIVE_GAIN = 0.02
+"""A step must cut the predicted remaining time by ≥ 2%: smaller gains are within noise."""
+
+DEFAULT_RESOURCES: Mapping[str, RoleResources] = {
+    "scheduler": RoleResources(cpu=0.1, memory_gib=0.25),
+    "server": RoleResources(cpu=0.5, memory_gib=0.5),
+    "worker": RoleResources(cpu=1.0, memory_gib=1.0),
+}
+"""Per-function requests used when a job does not say (illustrative, not measured)."""
+
+
+@dataclass(frozen=True)
+class JobDemand:
+    """What the planner needs to know about one running (or waiting) job."""
+
+    job_id: str
+    speed: SpeedModel | None            # f(w, s) in samples/s; None before any measurement
+    remaining_epochs: float | None      # predicted epochs left; None = unknown (counts as 1)
+    samples_per_epoch: float            # samples in one training epoch
+    max_workers: int = 8                # w ≤ max_workers
+    max_servers: int = 4                # s ≤ max_servers
+    static: tuple[int, int] | None = None    # fixed (w, s): no planning, exactly this or wait
+    resources: Mapping[str, RoleResources] = field(default_factory=lambda: dict(DEFAULT_RESOURCES))
+    epoch_budget: float | None = None   # predicted epoch cost must stay ≤ this; None = no limit
+    prices: Prices = DEFAULT_PRICES
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """The planner's answer for one job, with the reason in words."""
+
+    workers: int
+    servers: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    """A running job as seen by `expected_wait`: when it ends and what it frees then."""
+
+    eta_seconds: float                  # predicted seconds until it finishes
+    cpu: float                          # cores it holds
+    memory_gib: float                   # memory it holds
+
+
+def min_resources(demand: JobDemand) -> tuple[float, float]:
+    """(cores, GiB) of the smallest allocation the job can run with."""
+    w, s = demand.static or (1, 1)
+    return _footprint(demand, w, s)
+
+
+def plan(demands: Sequence[JobDemand], capacity_cpu: float, capacity_memory_gib: float,
+         backfill: bool = False) -> dict[str, Allocation | None]:
+    """Allocate (w, s) to each job within the shared capacity; None = wait for capacity."""
+    ids = [d.job_id for d in demands]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"job ids must be unique, got {ids}")
+    free_cpu, free_mem = float(capacity_cpu), float(capacity_memory_gib)
+    alloc: dict[str, tuple[int, int] | None] = {}
+    notes: dict[str, list[str]] = {d.job_id: [] for d in demands}
+    blocked = False
+    for d in demands:
+        w, s = d.static or (1, 1)
+        cpu, mem = _footprint(d, w, s)
+        if blocked or cpu > free_cpu + 1e-9 or mem > free_mem + 1e-9:
+            alloc[d.job_id] = None
+            if not blocked:
+                notes[d.job_id].append(f"its minimum ({_ws(w, s)}) needs {cpu:g} cores and {mem:g} GiB; "
+                                       f"{max(free_cpu, 0):g} cores and {max(free_mem, 0):g} GiB are free")
+            else:
+                notes[d.job_id].append("an earlier job is waiting for capacity")
+            blocked = blocked or not backfill
+            continue
+        alloc[d.job_id] = (w, s)
+        free_cpu, free_mem = free_cpu - cpu, free_mem - mem
+
+    while True:
+        best: tuple[float, int, int, str] | None = None   # (-utility, job index, role order, role)
+        for i, d in enumerate(demands):
+            if alloc[d.job_id] is None or d.static is not None or d.speed is None:
+                continue
+            for order, role in enumerate(("worker", "server")):
+                step = _step(d, alloc[d.job_id], role, free_cpu, free_mem)  # type: ignore[arg-type]
+                if step.ok and (best is None or (-step.utility, i, order) < best[:3]):
+                    best = (-step.utility, i, order, role)
+        if best is None:
+            break
+        d = demands[best[1]]
+        w, s = alloc[d.job_id]  # type: ignore[misc]
+        w, s = (w + 1, s) if best[3] == "worker" else (w, s + 1)
+        alloc[d.job_id] = (w, s)
+        role_res = d.resources[best[3]]
+        free_cpu, free_mem = free_cpu - role_res.cpu, free_mem - role_res.memory_gib
+
+    result: dict[str, Allocation | None] = {}
+    for d in demands:
+        ws = alloc[d.job_id]
+        if ws is None:
+            result[d.job_id] = None
+            continue
+        result[d.job_id] = Allocation(ws[0], ws[1], _reason(d, ws, free_cpu, free_mem))
+    return result
+
+
+def expected_wait(need_cpu: float, need_memory_gib: float, free_cpu: float, free_memory_gib: float,
+                  running: Sequence[RunningJob]) -> float | None:
+    """Seconds until enough capacity is free for a waiting job, from running jobs' ETAs.
+
+    Running jobs free what they hold when they finish, earliest first; the wait is the
+    ETA of the job whose end first makes the need fit. 0 if it fits now; None if it never
+    fits even when every running job has finished, or a needed job's ETA is unknown (inf).
+    """
+    cpu, mem = free_cpu, free_memory_gib
+    if need_cpu <= cpu + 1e-9 and need_memory_gib <= mem + 1e-9:
+        return 0.0
+    for job in sorted(running, key=lambda r: r.eta_seconds):
+        if not math.isfinite(job.eta_seconds):
+            return None
+        cpu, mem = cpu + job.cpu, mem + job.memory_gib
+        if need_cpu <= cpu + 1e-9 and need_memory_gib <= mem + 1e-9:
+            return max(0.0, float(job.eta_seconds))
+    return None
+
+
+@dataclass(frozen=True)
+class _Step:
+    ok: bool
+    utility: float
+    why_not: str
+
+
+def _footprint(d: JobDemand, w: int, s: int) -> tuple[float, float]:
+    counts = {"scheduler": 1, "server": s, "worker": w}
+    cpu = sum(n * d.resources[r].cpu for r, n in counts.items())
+    mem = sum(n * d.resources[r].memory_gib for r, n in counts.items())
+    return cpu, mem
+
+
+def _remaining_seconds(d: JobDemand, w: int, s: int) -> float:
+    assert d.speed is not None
+    epochs = 1.0 if d.remaining_epochs is None else max(float(d.remaining_epochs), 0.0)
+    return epochs * d.speed.epoch_seconds(w, s, d.samples_per_epoch)
+
+
+def _step(d: JobDemand, ws: tuple[int, int], role: str, free_cpu: float, free_mem: float) -> _Step:
+    """Can the job take one more `role` function, and what is it worth per core?"""
+    w, s = ws
+    nw, ns = (w + 1, s) if role == "worker" else (w, s + 1)
+    nth = _ordinal(nw if role == "worker" else ns)
+    limit = d.max_workers if role == "worker" else d.max_servers
+    if (nw if role == "worker" else ns) > limit:
+        return _Step(False, 0.0, f"max_{role}s={limit} reached")
+    res = d.resources[role]
+    if res.cpu > free_cpu + 1e-9 or res.memory_gib > free_mem + 1e-9:
+        return _Step(False, 0.0, f"a {nth} {role} needs {res.cpu:g} cores and {res.memory_gib:g} GiB, "
+                                 f"{max(free_cpu, 0):.3g} cores and {max(free_mem, 0):.3g} GiB are free")
+    if d.speed is None:
+        return _Step(False, 0.0, "no speed model yet")
+    now, then = _remaining_seconds(d, w, s), _remaining_seconds(d, nw, ns)
+    per_core = (now - then) / max(res.cpu, 1e-9)
+    horizon = "per epoch" if d.remaining_epochs is None else "of the remaining time"
+    if d.epoch_budget is not None:
+        seconds = d.speed.epoch_seconds(nw, ns, d.samples_per_epoch)
+        cost = epoch_cost(nw, ns, d.resources, seconds, d.prices)
+        if cost > d.epoch_budget:
+            return _Step(False, per_core, f"a {nth} {role} would make an epoch cost {cost:.4g}, "
+                                          f"above the epoch budget {d.epoch_budget:.4g}")
+    if now - then < MIN_RELATIVE_GAIN * now:
+        return _Step(False, per_core, f"a {nth} {role} would save {now - then:.3g} s {horizon} "
+                                      f"({per_core:.3g} s per core), under {MIN_RELATIVE_GAIN:.0%} of "
+                                      f"{now:.3g} s")
+    return _Step(True, per_core, f"a {nth} {role} would save {per_core:.3g} s {horizon} per core")
+
+
+def _reason(d: JobDemand, ws: tuple[int, int], free_cpu: float, free_mem: float) -> str:
+    w, s = ws
+    if d.static is not None:
+        return f"static allocation {_ws(w, s)}"
+    if d.speed is None:
+        return f"{_ws(w, s)}: the minimum, no speed model yet"
+    steps = [_step(d, ws, role, free_cpu, free_mem) for role in ("worker", "server")]
+    grown = "" if (w, s) == (1, 1) else " (each step granted by marginal utility)"
+    return f"{_ws(w, s)}{grown}; stopped because " + "; ".join(st.why_not for st in steps)
+
+
+def _ws(w: int, s: int) -> str:
+    return f"{w} worker{'s' * (w != 1)}, {s} server{'s' * (s != 1)}"
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"

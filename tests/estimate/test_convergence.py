@@ -1,0 +1,154 @@
+"""The convergence fit recovers known curves, resists spikes and says when a target is out of reach."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from coach.errors import EstimateError
+from coach.estimate import fit_convergence
+
+
+def curve(k, b0, b1, b2):
+    return 1.0 / (b0 * np.asarray(k, dtype=float) + b1) + b2
+
+
+KNOWN = [
+    pytest.param((0.5, 1.0, 0.1), 40, id="fast-to-0.1"),
+    pytest.param((0.05, 0.4, 0.3), 60, id="slow-high-asymptote"),
+    pytest.param((2.0, 0.5, 0.0), 30, id="zero-asymptote"),
+    pytest.param((0.2, 2.0, 1.5), 50, id="large-asymptote"),
+]
+
+
+@pytest.mark.parametrize(("b", "n"), KNOWN)
+def test_recovers_known_parameters_from_exact_curve(b, n):
+    k = np.arange(1, n + 1)
+    fit = fit_convergence(k, curve(k, *b))
+    assert fit.b0 == pytest.approx(b[0], rel=1e-3, abs=1e-6)
+    assert fit.b1 == pytest.approx(b[1], rel=1e-3, abs=1e-6)
+    assert fit.b2 == pytest.approx(b[2], rel=1e-3, abs=1e-6)
+
+
+@pytest.mark.parametrize(("b", "n"), KNOWN)
+def test_epochs_to_target_matches_closed_form(b, n):
+    k = np.arange(1, n + 1)
+    fit = fit_convergence(k, curve(k, *b))
+    target = curve(n * 0.8, *b)               # crossed at k = 0.8 n exactly
+    expected = int(np.ceil(0.8 * n - 1e-9))
+    pred = fit.epochs_to_target(target)
+    assert pred.reachable and pred.epoch == pytest.approx(expected, abs=1)
+    assert pred.lo <= pred.epoch <= pred.hi
+    assert fit.epochs_to_target(target, consecutive=3).epoch == pred.epoch + 2
+
+
+def test_fractional_progress_of_tuning_mini_epochs_is_accepted():
+    k = [0.1, 0.2, 0.3, 0.4, 1, 2, 3, 4, 5, 6]
+    fit = fit_convergence(k, curve(k, 0.8, 0.5, 0.2))
+    assert fit.b2 == pytest.approx(0.2, abs=1e-4)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2], ids=["seed0", "seed1", "seed2"])
+def test_noisy_curve_with_spikes_predicts_close_to_truth(seed):
+    rng = np.random.default_rng(seed)
+    b = (0.3, 1.0, 0.2)
+    k = np.arange(1, 41)
+    y = curve(k, *b) + rng.normal(0, 0.01, k.size)
+    y[[7, 19, 30]] += [0.8, 0.5, 0.6]          # three bad epochs
+    target = 0.3                               # truth: 1/(0.3k+1) = 0.1 → k = 30
+    pred = fit_convergence(k, y).epochs_to_target(target)
+    assert pred.reachable
+    assert abs(pred.epoch - 30) <= 3
+    assert pred.lo <= 30 + 3 and pred.hi >= 30 - 3
+
+
+def test_spike_does_not_drag_the_asymptote():
+    k = np.arange(1, 31)
+    y = curve(k, 0.5, 1.0, 0.1)
+    y[-2] += 1.0                               # a spike near the end, where weights are largest
+    fit = fit_convergence(k, y)
+    assert fit.b2 == pytest.approx(0.1, abs=0.01)
+
+
+@pytest.mark.parametrize("target", [0.05, 0.1, 0.099], ids=["well-below", "at-asymptote", "just-below"])
+def test_target_at_or_below_asymptote_is_unreachable(target):
+    k = np.arange(1, 31)
+    fit = fit_convergence(k, curve(k, 0.5, 1.0, 0.1))
+    pred = fit.epochs_to_target(target)
+    assert not pred.reachable and pred.epoch is None
+    assert pred.asymptote == pytest.approx(0.1, abs=1e-3)
+
+
+def test_non_converging_noisy_curve_is_unreachable():
+    rng = np.random.default_rng(3)
+    k = np.arange(1, 31)
+    y = 2.30 + rng.normal(0, 0.02, k.size)     # stuck at chance level for 10 classes
+    pred = fit_convergence(k, y).epochs_to_target(1.0)
+    assert not pred.reachable and pred.epoch is None
+    assert pred.asymptote > 2.0
+
+
+def test_loss_rising_after_overfitting_does_not_predict_a_crossing_below_the_minimum():
+    k = np.arange(1, 41)
+    y = np.concatenate([curve(k[:20], 0.5, 1.0, 0.3), curve(20, 0.5, 1.0, 0.3) + 0.01 * np.arange(1, 21)])
+    pred = fit_convergence(k, y).epochs_to_target(0.2)
+    assert not pred.reachable
+
+
+def test_target_already_below_start_of_curve_gives_early_epoch():
+    k = np.arange(1, 21)
+    fit = fit_convergence(k, curve(k, 0.5, 1.0, 0.1))
+    assert fit.epochs_to_target(5.0).epoch == 1
+    assert fit.epochs_to_target(5.0, consecutive=3).epoch == 3
+
+
+def test_same_data_gives_same_interval():
+    rng = np.random.default_rng(5)
+    k = np.arange(1, 26)
+    y = curve(k, 0.3, 1.0, 0.2) + rng.normal(0, 0.02, k.size)
+    a = fit_convergence(k, y).epochs_to_target(0.35)
+    b = fit_convergence(k, y).epochs_to_target(0.35)
+    assert a == b
+
+
+def test_interval_widens_with_noise():
+    k = np.arange(1, 21)
+    clean = curve(k, 0.2, 1.0, 0.2)
+    noisy = clean + np.random.default_rng(7).normal(0, 0.05, k.size)
+    p_clean = fit_convergence(k, clean).epochs_to_target(0.3)
+    p_noisy = fit_convergence(k, noisy).epochs_to_target(0.3)
+    width = (lambda p: (p.hi if p.hi is not None else 10**9) - p.lo)
+    assert width(p_noisy) > width(p_clean)
+
+
+def test_predict_is_the_curve():
+    k = np.arange(1, 21)
+    fit = fit_convergence(k, curve(k, 0.5, 1.0, 0.1))
+    assert fit.predict(10) == pytest.approx(curve(10, 0.5, 1.0, 0.1), rel=1e-6)
+    assert np.allclose(fit.predict(np.array([1.0, 2.0])), curve([1, 2], 0.5, 1.0, 0.1), rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("progress", "losses", "message"),
+    [
+        pytest.param([1, 2], [1.0, 0.5], "3 or more", id="two-points"),
+        pytest.param([1, 1, 1, 2], [1.0, 0.9, 0.8, 0.5], "3 or more", id="two-distinct"),
+        pytest.param([1, 2, 3], [1.0, float("nan"), 0.5], "finite", id="nan"),
+        pytest.param([1, 2, 3], [1.0, -0.5, 0.5], "≥ 0", id="negative-loss"),
+        pytest.param([0, 1, 2], [1.0, 0.8, 0.5], "> 0", id="zero-progress"),
+        pytest.param([1, 2, 3], [1.0, 0.5], "progress values but", id="length-mismatch"),
+        pytest.param([1, 2, 3], ["a", 0.5, 0.4], "numbers", id="not-a-number"),
+    ],
+)
+def test_invalid_input_raises_estimate_error(progress, losses, message):
+    with pytest.raises(EstimateError, match=message):
+        fit_convergence(progress, losses)
+
+
+def test_invalid_target_or_consecutive():
+    k = np.arange(1, 11)
+    fit = fit_convergence(k, curve(k, 0.5, 1.0, 0.1))
+    with pytest.raises(EstimateError):
+        fit.epochs_to_target(float("nan"))
+    with pytest.raises(EstimateError):
+        fit.epochs_to_target(0.2, consecutive=0)

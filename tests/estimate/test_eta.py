@@ -1,0 +1,33 @@
+"""The ETA combines the epochs left from the convergence fit with seconds per epoch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from coach.estimate import eta, fit_convergence
+
+
+def fit_exact(n=20, b=(0.5, 1.0, 0.1)):
+    k = np.arange(1, n + 1)
+    return fit_convergence(k, 1.0 / (b[0] * k + b[1]) + b[2])
+
+
+def test_eta_counts_epochs_left_after_those_done():
+    e = eta(fit_exact(), target=0.2, consecutive=3, epochs_done=10, epoch_seconds=30.0)
+    # crossing at k = 18, stop rule met at 20 → 10 epochs left
+    assert e.reachable and e.epochs_left == 10
+    assert e.seconds == pytest.approx(300.0)
+    assert e.seconds_lo <= e.seconds <= e.seconds_hi
+
+
+@pytest.mark.parametrize(("streak", "left"), [(0, 3), (2, 1), (3, 0)], ids=["none", "two", "done"])
+def test_curve_already_below_target_still_needs_the_streak(streak, left):
+    e = eta(fit_exact(), target=0.5, consecutive=3, epochs_done=20, epoch_seconds=10.0, streak=streak)
+    assert e.epochs_left == left
+
+
+def test_unreachable_eta_has_no_time():
+    e = eta(fit_exact(), target=0.05, consecutive=3, epochs_done=20, epoch_seconds=10.0)
+    assert not e.reachable and e.epochs_left is None and e.seconds is None
+    assert e.asymptote == pytest.approx(0.1, abs=1e-3)

@@ -1,0 +1,144 @@
+"""The planner grants workers and servers by marginal utility within capacity, limits and budget."""
+
+from __future__ import annotations
+
+import pytest
+
+from coach.estimate import Prices, RoleResources, SpeedSample, epoch_cost, fit_speed
+from coach.plan import Allocation, JobDemand, RunningJob, expected_wait, min_resources, plan
+
+RES = {"scheduler": RoleResources(0.1, 0.25), "server": RoleResources(0.5, 0.5), "worker": RoleResources(1.0, 1.0)}
+GRID = [(1, 1), (2, 1), (1, 2), (2, 2), (3, 1), (3, 2), (4, 2), (4, 1)]
+
+
+def scaling_speed(t=(0.002, 0.05, 0.02, 0.005, 0.01)):
+    """A job that speeds up with workers (Optimus form, measured on a big machine)."""
+    rate = lambda w, s: 64 * w / (t[0] * 64 + t[1] + t[2] * w / s + t[3] * w + t[4] * s)  # noqa: E731
+    return fit_speed([SpeedSample(w, s, rate(w, s), 64 * w) for w, s in GRID])
+
+
+def two_core_speed():
+    """Measured on 2 cores: more workers only fight for the same cores."""
+    return fit_speed([SpeedSample(1, 1, 1000, 64), SpeedSample(2, 1, 930, 128), SpeedSample(1, 2, 990, 64),
+                      SpeedSample(2, 2, 900, 128), SpeedSample(3, 1, 850, 192)])
+
+
+def job(job_id, speed, **kw):
+    base = dict(job_id=job_id, speed=speed, remaining_epochs=20.0, samples_per_epoch=50_000, resources=RES)
+    base.update(kw)
+    return JobDemand(**base)
+
+
+def test_job_alone_on_two_cores_learns_extra_workers_do_not_help():
+    # capacity is ample, so only the speed model can stop the planner
+    out = plan([job("a", two_core_speed())], capacity_cpu=16, capacity_memory_gib=64)
+    assert (out["a"].workers, out["a"].servers) == (1, 1)
+    assert "2nd worker would save" in out["a"].reason
+
+
+def test_scaling_job_alone_grows_until_capacity():
+    out = plan([job("a", scaling_speed())], capacity_cpu=6.1, capacity_memory_gib=64)
+    a = out["a"]
+    cpu = 0.1 + 0.5 * a.servers + 1.0 * a.workers
+    assert a.workers > 1 and cpu <= 6.1 + 1e-9
+    assert "needs" in a.reason                      # stopped by capacity, and says so
+
+
+def test_two_jobs_share_capacity_and_the_scaling_one_gets_more():
+    out = plan([job("flat", two_core_speed()), job("scales", scaling_speed())], capacity_cpu=8, capacity_memory_gib=64)
+    flat, scales = out["flat"], out["scales"]
+    assert (flat.workers, flat.servers) == (1, 1)
+    assert scales.workers > flat.workers
+    used = sum(0.1 + 0.5 * a.servers + 1.0 * a.workers for a in out.values())
+    assert used <= 8 + 1e-9
+
+
+def test_equal_jobs_split_capacity_fairly_and_deterministically():
+    demands = [job("a", scaling_speed()), job("b", scaling_speed())]
+    first = plan(demands, capacity_cpu=10, capacity_memory_gib=64)
+    assert first == plan(demands, capacity_cpu=10, capacity_memory_gib=64)
+    assert abs(first["a"].workers - first["b"].workers) <= 1
+
+
+@pytest.mark.parametrize("static", [(2, 2), (3, 1)], ids=["w2s2", "w3s1"])
+def test_static_allocation_is_honoured(static):
+    out = plan([job("a", scaling_speed(), static=static)], capacity_cpu=32, capacity_memory_gib=64)
+    assert (out["a"].workers, out["a"].servers) == static
+    assert "static" in out["a"].reason
+
+
+def test_static_that_does_not_fit_waits():
+    out = plan([job("a", scaling_speed(), static=(8, 4))], capacity_cpu=4, capacity_memory_gib=64)
+    assert out["a"] is None
+
+
+@pytest.mark.parametrize(("max_w", "max_s"), [(1, 1), (2, 1), (3, 2)], ids=["1-1", "2-1", "3-2"])
+def test_max_workers_and_servers_are_honoured(max_w, max_s):
+    out = plan([job("a", scaling_speed(), max_workers=max_w, max_servers=max_s)], capacity_cpu=64,
+               capacity_memory_gib=256)
+    assert out["a"].workers <= max_w and out["a"].servers <= max_s
+    assert out["a"].workers == max_w                 # a scaling job uses all it may
+
+
+def test_budget_caps_the_allocation():
+    speed = scaling_speed()
+    prices = Prices(cpu_core_second=0.001, gib_second=0.0)
+    unlimited = plan([job("a", speed, prices=prices)], capacity_cpu=64, capacity_memory_gib=256)["a"]
+    seconds = lambda w, s: 50_000 / speed.predict(w, s)  # noqa: E731
+    cap = epoch_cost(2, 1, RES, seconds(2, 1), prices) * 1.001
+    capped = plan([job("a", speed, prices=prices, epoch_budget=cap)], capacity_cpu=64, capacity_memory_gib=256)["a"]
+    assert unlimited.workers > capped.workers
+    assert epoch_cost(capped.workers, capped.servers, RES, seconds(capped.workers, capped.servers), prices) <= cap
+    assert "epoch budget" in capped.reason
+
+
+def test_never_below_one_scheduler_one_server_one_worker():
+    # even with a budget smaller than the minimum's cost, the minimum is what it gets
+    out = plan([job("a", scaling_speed(), epoch_budget=0.0)], capacity_cpu=2, capacity_memory_gib=8)
+    assert (out["a"].workers, out["a"].servers) == (1, 1)
+
+
+def test_minimum_that_does_not_fit_waits_and_later_jobs_do_not_overtake():
+    demands = [job("a", scaling_speed()), job("big", scaling_speed(), static=(4, 2)), job("c", None)]
+    out = plan(demands, capacity_cpu=3.3, capacity_memory_gib=64)
+    assert isinstance(out["a"], Allocation) and out["big"] is None and out["c"] is None
+    out = plan(demands, capacity_cpu=3.3, capacity_memory_gib=64, backfill=True)
+    assert out["big"] is None and isinstance(out["c"], Allocation)
+
+
+def test_nothing_fits():
+    assert plan([job("a", None)], capacity_cpu=1.0, capacity_memory_gib=64) == {"a": None}
+
+
+def test_job_without_speed_model_gets_the_minimum():
+    out = plan([job("a", None)], capacity_cpu=16, capacity_memory_gib=64)
+    assert (out["a"].workers, out["a"].servers) == (1, 1) and "no speed model" in out["a"].reason
+
+
+def test_memory_is_a_capacity_too():
+    out = plan([job("a", scaling_speed())], capacity_cpu=64, capacity_memory_gib=2.75)
+    assert (out["a"].workers, out["a"].servers) == (2, 1) or (out["a"].workers, out["a"].servers) == (1, 2)
+
+
+def test_min_resources():
+    assert min_resources(job("a", None)) == pytest.approx((1.6, 1.75))
+    assert min_resources(job("a", None, static=(2, 2))) == pytest.approx((3.1, 3.25))
+
+
+@pytest.mark.parametrize(
+    ("need", "free", "running", "expected"),
+    [
+        pytest.param(1.0, 2.0, [], 0.0, id="fits-now"),
+        pytest.param(2.5, 1.0, [RunningJob(100.0, 1.0, 1.0), RunningJob(50.0, 1.5, 1.0)], 50.0, id="first-end"),
+        pytest.param(3.5, 1.0, [RunningJob(100.0, 1.0, 1.0), RunningJob(50.0, 1.5, 1.0)], 100.0, id="both-end"),
+        pytest.param(9.0, 1.0, [RunningJob(100.0, 1.0, 1.0)], None, id="never"),
+        pytest.param(3.0, 1.0, [RunningJob(float("inf"), 3.0, 1.0)], None, id="unknown-eta"),
+    ],
+)
+def test_expected_wait(need, free, running, expected):
+    assert expected_wait(need, 0.0, free, 10.0, running) == expected
+
+
+def test_duplicate_ids_are_rejected():
+    with pytest.raises(ValueError):
+        plan([job("a", None), job("a", None)], 8, 8)
