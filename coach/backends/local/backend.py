@@ -1,0 +1,157 @@
+"""Run each role function replica as a local processor process on loopback.
+
+Replicas are plain child processes of Coach (`coach.backends.local.processor`), one per
+(job, role, index), invoked over HTTP with httpx. They exit with Coach and are torn down
+with their job, so no function outlives the run that needed it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from coach.backends.base import ROLES, Capacity, Invocation
+from coach.errors import BackendError
+
+FUNCTIONS_DIR = Path(__file__).resolve().parents[3] / "functions"
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 5.0
+
+
+@dataclass
+class _Replica:
+    proc: subprocess.Popen
+    port: int
+
+
+@dataclass
+class _Job:
+    replicas: dict[str, list[_Replica]] = field(default_factory=lambda: {r: [] for r in ROLES})
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LocalBackend:
+    """The embedded backend: everything on this machine, ps-lite traffic on 127.0.0.1."""
+
+    name = "local"
+
+    def __init__(self, cpu: float | None = None, memory_gib: float | None = None,
+                 functions_dir: Path | None = None, log_dir: Path | None = None) -> None:
+        total_mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+        self.capacity = Capacity(cpu=float(cpu or os.cpu_count() or 1),
+                                 memory_gib=float(memory_gib or round(total_mem * 0.8, 1)))
+        self.functions_dir = Path(os.environ.get("COACH_FUNCTIONS_DIR", functions_dir or FUNCTIONS_DIR))
+        for role in ROLES:
+            if not (self.functions_dir / role / "function.yaml").is_file():
+                raise BackendError(f"{self.functions_dir / role}: no function.yaml; set COACH_FUNCTIONS_DIR "
+                                   "to the repository's functions/ folder")
+        self.log_dir = log_dir
+        self._jobs: dict[str, _Job] = {}
+        self._lock = threading.Lock()
+        self._http = httpx.Client(limits=httpx.Limits(max_connections=256, max_keepalive_connections=64))
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def _start(self, job_id: str, role: str) -> subprocess.Popen:
+        env = dict(os.environ, DMLC_NODE_HOST="127.0.0.1", PYTHONUNBUFFERED="1")
+        stderr: Any = subprocess.DEVNULL
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            stderr = open(self.log_dir / f"{job_id}-{role}.log", "ab")
+        proc = subprocess.Popen([sys.executable, "-m", "coach.backends.local.processor",
+                                 str(self.functions_dir / role)], stdout=subprocess.PIPE,
+                                stderr=stderr, env=env, start_new_session=True)
+        if stderr is not subprocess.DEVNULL:
+            stderr.close()
+        return proc
+
+    @staticmethod
+    def _await_port(proc: subprocess.Popen, role: str) -> int:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode().strip()   # "listening PORT" once the handler is loaded
+        if not line.startswith("listening "):
+            proc.kill()
+            raise BackendError(f"local {role} function did not start (exit code {proc.wait()})")
+        return int(line.split()[1])
+
+    @staticmethod
+    def _stop(proc: subprocess.Popen) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+    def deploy(self, job_id: str, role: str, replicas: int) -> None:
+        with self._lock:
+            job = self._jobs.setdefault(job_id, _Job())
+            current = [r for r in job.replicas[role] if r.proc.poll() is None]
+            for dead in (r for r in job.replicas[role] if r.proc.poll() is not None):
+                dead.proc.wait()
+            surplus, current = current[replicas:], current[:replicas]
+            job.replicas[role] = current
+        for r in surplus:
+            self._stop(r.proc)
+        missing = replicas - len(current)
+        if missing <= 0:
+            return
+        started = [self._start(job_id, role) for _ in range(missing)]   # warm up side by side
+        fresh = [_Replica(p, self._await_port(p, role)) for p in started]
+        with self._lock:
+            self._jobs[job_id].replicas[role].extend(fresh)
+
+    def invoke(self, job_id: str, role: str, replica: int, payload: dict[str, Any],
+               timeout_s: float) -> Invocation:
+        with self._lock:
+            replicas = self._jobs.get(job_id, _Job()).replicas[role]
+            if replica >= len(replicas):
+                raise BackendError(f"{job_id}: no {role} replica {replica} deployed")
+            port = replicas[replica].port
+        try:
+            r = self._http.post(f"http://127.0.0.1:{port}/", json=payload, timeout=timeout_s,
+                                headers={"X-Nuclio-Invoke-Timeout": f"{int(timeout_s)}s"})
+        except httpx.HTTPError as e:
+            return Invocation(599, {"error": f"{role} function unreachable: {type(e).__name__}: {e}"})
+        try:
+            body = r.json()
+        except ValueError:
+            body = {"error": r.text[:500]}
+        return Invocation(r.status_code, body if isinstance(body, dict) else {"error": str(body)})
+
+    def ps_root(self, job_id: str) -> tuple[str, int, str]:
+        return "127.0.0.1", free_port(), "127.0.0.1"
+
+    def pids(self, job_id: str) -> dict[str, list[int]]:
+        """Process ids of the job's function replicas (for operators and tests)."""
+        with self._lock:
+            job = self._jobs.get(job_id, _Job())
+            return {role: [r.proc.pid for r in reps] for role, reps in job.replicas.items()}
+
+    def teardown(self, job_id: str) -> None:
+        with self._lock:
+            job = self._jobs.pop(job_id, None)
+        if job is not None:
+            for reps in job.replicas.values():
+                for r in reps:
+                    self._stop(r.proc)
+
+    def close(self) -> None:
+        for job_id in list(self._jobs):
+            self.teardown(job_id)
+        self._http.close()

@@ -1,0 +1,119 @@
+"""A stand-in for Nuclio's processor, for one function replica on this machine.
+
+It reads the function's `function.yaml`, imports the handler exactly as Nuclio's python
+wrapper does, builds real `nuclio_sdk` Context/Event objects for every HTTP request and turns
+the handler's output into a response with `nuclio_sdk.Response.from_entrypoint_output`. Like
+an HTTP trigger with `maxWorkers: 1`, it runs one event at a time.
+
+    python -m coach.backends.local.processor FUNCTION_DIR   # prints "listening PORT" when ready
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import nuclio_sdk
+import yaml
+
+from coach.roles.runner import exit_with_parent
+
+HEALTH_PATH = "/__health"
+
+
+def load_function(function_dir: Path) -> tuple[dict[str, Any], Any]:
+    """The parsed function.yaml and the imported handler module."""
+    config = yaml.safe_load((function_dir / "function.yaml").read_text())
+    module_name, _, _ = config["spec"]["handler"].partition(":")
+    spec = importlib.util.spec_from_file_location(module_name, function_dir / f"{module_name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return config, module
+
+
+def make_server(function_dir: Path, port: int = 0) -> tuple[ThreadingHTTPServer, Any, Any]:
+    config, module = load_function(function_dir)
+    entry = getattr(module, config["spec"]["handler"].partition(":")[2])
+    logger = nuclio_sdk.Logger(logging.INFO, name=config["metadata"]["name"])
+    logger.set_handler("stderr", sys.stderr, nuclio_sdk.logger.HumanReadableFormatter())
+    trigger = nuclio_sdk.TriggerInfo("http", "http")
+    context = nuclio_sdk.Context(logger=logger, platform=nuclio_sdk.Platform("local"), worker_id=0,
+                                 trigger=trigger)
+    if hasattr(module, "init_context"):
+        module.init_context(context)
+    one_worker = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, fmt: str, *args: Any) -> None:  # quiet: the job loop logs
+            pass
+
+        def _reply(self, status: int, body: str, content_type: str, headers: dict[str, Any]) -> None:
+            data = body.encode()
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in headers.items():
+                self.send_header(k, str(v))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            if self.path == HEALTH_PATH:
+                self._reply(200, "ok", "text/plain", {})
+            else:
+                self._event()
+
+        def do_POST(self) -> None:
+            self._event()
+
+        def _event(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            event = nuclio_sdk.Event(body=body, content_type=self.headers.get("Content-Type"),
+                                     trigger=trigger, headers=dict(self.headers.items()),
+                                     method=self.command, path=self.path, size=len(body))
+            with one_worker:
+                try:
+                    out = entry(context, event)
+                except Exception as e:  # Nuclio answers 500 with the exception text
+                    out = nuclio_sdk.Response(body=f"handler raised {type(e).__name__}: {e}", status_code=500)
+            r = nuclio_sdk.Response.from_entrypoint_output(json.dumps, out)
+            self._reply(r.get("status_code", 200), r["body"], r.get("content_type", "text/plain"),
+                        r.get("headers") or {})
+
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.daemon_threads = True
+    return server, context, config
+
+
+def main() -> int:
+    exit_with_parent()  # no function replica outlives the Coach process that started it
+    function_dir = Path(sys.argv[1])
+    server, context, _ = make_server(function_dir)
+
+    def stop(signum: int, frame: Any) -> None:
+        runtime = getattr(context.user_data, "runtime", None)
+        if runtime is not None:
+            runtime.close()
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    print(f"listening {server.server_address[1]}", flush=True)
+    server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

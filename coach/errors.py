@@ -1,0 +1,47 @@
+"""Coach's exception tree: every error a user can cause or meet derives from CoachError.
+
+    CoachError                  anything Coach reports to a user (exit code 1 unless said otherwise)
+    ├── SpecError               a job file or CLI argument is invalid (exit 2); names file, field, problem
+    ├── StateError              the state store is missing a job/epoch, or is unreadable
+    ├── BackendError            a backend could not deploy, invoke or tear down a role function
+    │   └── EpochFailed         an epoch's process group died or timed out (retried by the job loop)
+    └── EstimateError           not enough (or unusable) data to fit a model
+
+The CLI maps these to messages and exit codes in one place (coach/cli/main.py), so no
+traceback reaches a user.
+"""
+
+from __future__ import annotations
+
+
+class CoachError(Exception):
+    """Base of every error Coach reports to a user."""
+
+    exit_code: int = 1
+
+
+class SpecError(CoachError):
+    """Raised when a job file or a CLI argument is invalid; the message names file, field and problem."""
+
+    exit_code = 2
+
+    def __init__(self, source: str, field: str, problem: str) -> None:
+        self.source, self.field, self.problem = source, field, problem
+        where = f"{source}: {field}: " if field else f"{source}: "
+        super().__init__(where + problem)
+
+
+class StateError(CoachError):
+    """Raised when the state store cannot answer (unknown job id, unreadable file)."""
+
+
+class BackendError(CoachError):
+    """Raised when a backend cannot deploy, invoke or tear down a role function."""
+
+
+class EpochFailed(BackendError):
+    """Raised when a process of an epoch died or the epoch exceeded its wall-clock limit."""
+
+
+class EstimateError(CoachError):
+    """Raised when a model cannot be fitted from the data given (too few points, bad values)."""

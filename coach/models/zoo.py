@@ -1,0 +1,57 @@
+"""Built-in Gluon models and the loader for a user's model file.
+
+A user model file is plain Python that defines `build(num_classes: int) -> gluon.Block`;
+it is imported inside each worker, so it must not depend on the submitting machine.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+BUILTIN_MODELS = ("lenet", "mlp", "resnet18")
+
+
+def _lenet(num_classes: int) -> Any:
+    from mxnet.gluon import nn
+
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(20, kernel_size=5, padding=2, activation="relu"), nn.MaxPool2D(2, 2),
+            nn.Conv2D(50, kernel_size=5, padding=2, activation="relu"), nn.MaxPool2D(2, 2),
+            nn.Flatten(), nn.Dense(500, activation="relu"), nn.Dense(num_classes))
+    return net
+
+
+def _mlp(num_classes: int) -> Any:
+    from mxnet.gluon import nn
+
+    net = nn.HybridSequential()
+    net.add(nn.Flatten(), nn.Dense(256, activation="relu"), nn.Dense(128, activation="relu"),
+            nn.Dense(num_classes))
+    return net
+
+
+def _resnet18(num_classes: int) -> Any:
+    from mxnet.gluon.model_zoo import vision
+
+    return vision.resnet18_v1(classes=num_classes, thumbnail=True)
+
+
+def build_model(name: str, num_classes: int, file: str | None = None) -> Any:
+    """Build the job's network; `file` (a user's Python file) wins over a built-in name."""
+    if file:
+        path = Path(file)
+        spec = importlib.util.spec_from_file_location(f"coach_user_model_{path.stem}", path)
+        if spec is None or spec.loader is None:
+            raise ValueError(f"{path}: cannot be imported as Python")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        build = getattr(module, "build", None)
+        if not callable(build):
+            raise ValueError(f"{path}: must define build(num_classes) returning a gluon Block")
+        return build(num_classes)
+    builders = {"lenet": _lenet, "mlp": _mlp, "resnet18": _resnet18}
+    if name not in builders:
+        raise ValueError(f"unknown model {name!r}; choose one of {', '.join(BUILTIN_MODELS)} or give a file")
+    return builders[name](num_classes)

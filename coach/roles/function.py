@@ -1,0 +1,179 @@
+"""The runtime behind every role function's Nuclio handler.
+
+One function replica serves one event at a time (HTTP trigger with one worker). It keeps a
+fork-server that has already imported MXNet (see runner.py); for each event a fresh role
+process is forked, and the handler watches three things until it ends: the process exiting,
+the task's wall-clock deadline, and the attempt's abort marker (written by the job loop when
+another process of the same epoch failed, since a ps-lite group whose member died hangs
+forever). Whatever happens, the role process is gone when the handler answers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from coach.roles.protocol import EpochTask, EventError, parse_task
+
+POLL_S = 0.05
+
+
+class ForkServer:
+    """The replica's `coach.roles.runner` child, which forks one role process per event."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "coach.roles.runner"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     start_new_session=True)
+        assert self.proc.stdout is not None
+        self._out = self.proc.stdout.fileno()
+        os.set_blocking(self._out, False)
+        self._buffer = b""
+        self._ready = False
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def send(self, task: EpochTask) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(task.to_json().encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def events(self) -> list[dict[str, Any]]:
+        """Protocol lines that have arrived since the last call (never blocks)."""
+        try:
+            while chunk := os.read(self._out, 65536):
+                self._buffer += chunk
+        except BlockingIOError:
+            pass
+        *lines, self._buffer = self._buffer.split(b"\n")
+        found = [json.loads(line) for line in lines if line.strip()]
+        self._ready = self._ready or any(e["event"] == "ready" for e in found)
+        return [e for e in found if e["event"] != "ready"]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+class FunctionRuntime:
+    """What one role function replica keeps between events: its role and a warm process."""
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+        self._lock = threading.Lock()
+        self._server = ForkServer()
+
+    def handle(self, context: Any, event: Any) -> Any:
+        """Run one role of one epoch; answer JSON (200), or an error naming the problem."""
+        Response = context.Response
+        try:
+            task = parse_task(event.body)
+            if task.role != self.role:
+                raise EventError("role", f"this is the {self.role} function, got {task.role!r}")
+        except EventError as e:
+            return Response(body=json.dumps({"error": str(e), "field": e.field}),
+                            content_type="application/json", status_code=400)
+        if not self._lock.acquire(blocking=False):
+            return Response(body=json.dumps({"error": "busy: this replica is running another epoch"}),
+                            content_type="application/json", status_code=503)
+        try:
+            status, body = self._run(task, context)
+        finally:
+            self._lock.release()
+        return Response(body=json.dumps(body), content_type="application/json", status_code=status)
+
+    def _run(self, task: EpochTask, context: Any) -> tuple[int, dict[str, Any]]:
+        t0 = time.monotonic()
+        if not self._server.alive():
+            self._server.close()
+            self._server = ForkServer()
+        self._server.send(task)
+        status, body = self._watch(task, t0)
+        body.setdefault("role", task.role)
+        body["function_s"] = time.monotonic() - t0
+        if status != 200:
+            context.logger.warn(f"{task.job_id} epoch {task.epoch} {task.role}: {body.get('error')}")
+        return status, body
+
+    def _watch(self, task: EpochTask, t0: float) -> tuple[int, dict[str, Any]]:
+        """Wait for the role process to finish, killing it on deadline or abort."""
+        abort = Path(task.abort_file) if task.abort_file else None
+        pid: int | None = None
+        pid_file: Path | None = None
+        verdict: tuple[int, dict[str, Any]] | None = None
+        killed = False
+        try:
+            while True:
+                for ev in self._server.events():
+                    if ev["event"] == "started":
+                        pid = ev["pid"]
+                        pid_file = self._pid_file(task, pid)
+                    elif ev["event"] == "finished":
+                        return verdict or self._finished(task, ev["code"], ev.get("result"))
+                if not self._server.alive():
+                    self._server.events()
+                    return 500, {"error": f"{task.role} fork-server {_describe_exit(self._server.proc.returncode)}"}
+                if verdict is None:
+                    if time.monotonic() - t0 > task.deadline_s:
+                        verdict = 504, {"error": f"{task.role} exceeded its {task.deadline_s:.0f} s deadline; killed"}
+                    elif abort is not None and abort.exists():
+                        reason = abort.read_text().strip() or "another role of the epoch failed"
+                        verdict = 409, {"error": f"{task.role} aborted: {reason}"}
+                if verdict is not None and pid is not None and not killed:
+                    _kill_group(pid)   # the fork-server then reports "finished"
+                    killed = True
+                time.sleep(POLL_S)
+        finally:
+            if pid_file is not None:
+                pid_file.unlink(missing_ok=True)
+
+    @staticmethod
+    def _finished(task: EpochTask, code: int, result: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:
+        if result is not None and "error" in result:
+            return 500, {"error": f"{task.role} failed: {result['error']}"}
+        if code == 0 and result is not None:
+            return 200, result
+        return 500, {"error": f"{task.role} process {_describe_exit(code)} before answering"}
+
+    def _pid_file(self, task: EpochTask, pid: int) -> Path | None:
+        """Name the role process next to the abort marker, so operators and tests can find it."""
+        if not task.abort_file:
+            return None
+        name = f"{task.role}-{task.shard}.pid" if task.role == "worker" else f"{task.role}-{pid}.pid"
+        path = Path(task.abort_file).parent / name
+        try:
+            path.write_text(str(pid))
+        except OSError:
+            return None
+        return path
+
+    def close(self) -> None:
+        self._server.close()

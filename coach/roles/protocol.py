@@ -1,0 +1,118 @@
+"""The invocation contract between the job loop and the role functions.
+
+An event body is JSON; it is validated here, in the function, so that a malformed event
+gets HTTP 400 naming the field, whichever client sent it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+ROLES = ("scheduler", "server", "worker")
+
+
+class EventError(ValueError):
+    """A malformed invocation; `field` names the offending field."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {problem}")
+
+
+@dataclass(frozen=True)
+class EpochTask:
+    """One role's share of one epoch attempt."""
+
+    job_id: str
+    epoch: int                  # training epoch number (tuning mini-epochs: their own counter)
+    attempt: str                # unique per attempt; names the abort marker
+    role: str                   # scheduler | server | worker
+    root_uri: str               # DMLC_PS_ROOT_URI: where the MXNet scheduler listens
+    root_port: int              # DMLC_PS_ROOT_PORT
+    workers: int                # DMLC_NUM_WORKER
+    servers: int                # DMLC_NUM_SERVER
+    deadline_s: float           # wall-clock limit; past it the role process is killed
+    abort_file: str = ""        # if this file appears, the attempt is aborted
+    node_host: str = ""         # DMLC_NODE_HOST (empty: keep the function's environment)
+    shard: int = 0              # worker only: which 1/workers of the data
+    seed: int = 0               # permutation seed of this epoch's data
+    limit: int | None = None    # mini-epoch: samples to process in total (None: the whole set)
+    dataset: dict[str, Any] = field(default_factory=dict)   # {"name": ..., **options}
+    model: dict[str, Any] = field(default_factory=dict)     # {"name": ..., "file": ...}
+    hyper: dict[str, Any] = field(default_factory=dict)     # batch_size (global), optimizer, learning_rate, ...
+    checkpoint_in: str | None = None    # load parameters and optimizer state from here
+    checkpoint_out: str = ""            # rank 0 writes the epoch's result here (atomically)
+    validate: bool = True               # rank 0 evaluates the held-out split after the epoch
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+
+_REQUIRED: dict[str, type | tuple[type, ...]] = {
+    "job_id": str, "epoch": int, "attempt": str, "role": str, "root_uri": str, "root_port": int,
+    "workers": int, "servers": int, "deadline_s": (int, float),
+}
+_OPTIONAL: dict[str, type | tuple[type, ...]] = {
+    "abort_file": str, "node_host": str, "shard": int, "seed": int, "limit": (int, type(None)),
+    "dataset": dict, "model": dict, "hyper": dict, "checkpoint_in": (str, type(None)),
+    "checkpoint_out": str, "validate": bool,
+}
+
+
+def _type_name(t: type | tuple[type, ...]) -> str:
+    names = [x.__name__ for x in (t if isinstance(t, tuple) else (t,))]
+    return " or ".join("null" if n == "NoneType" else n.replace("str", "string").replace("int", "integer") for n in names)
+
+
+def parse_task(body: Any) -> EpochTask:
+    """Validate an event body (bytes, str or dict) into an EpochTask or raise EventError."""
+    if isinstance(body, (bytes, bytearray)):
+        body = body.decode("utf-8", errors="replace")
+    if isinstance(body, str):
+        if not body.strip():
+            raise EventError("body", "empty; expected a JSON object")
+        try:
+            body = json.loads(body)
+        except json.JSONDecodeError as e:
+            raise EventError("body", f"not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    if not isinstance(body, dict):
+        raise EventError("body", f"expected a JSON object, got {type(body).__name__}")
+    unknown = sorted(set(body) - set(_REQUIRED) - set(_OPTIONAL))
+    if unknown:
+        raise EventError(unknown[0], "unknown field")
+    for name, typ in {**_REQUIRED, **_OPTIONAL}.items():
+        if name not in body:
+            if name in _REQUIRED:
+                raise EventError(name, "missing")
+            continue
+        value = body[name]
+        if isinstance(value, bool) and typ is not bool:
+            raise EventError(name, f"expected {_type_name(typ)}, got boolean")
+        if not isinstance(value, typ):
+            raise EventError(name, f"expected {_type_name(typ)}, got {type(value).__name__}")
+    task = EpochTask(**body)
+    if task.role not in ROLES:
+        raise EventError("role", f"must be one of {', '.join(ROLES)}, got {task.role!r}")
+    if task.workers < 1 or task.servers < 1:
+        raise EventError("workers" if task.workers < 1 else "servers", "must be >= 1")
+    if not 0 < task.root_port < 65536:
+        raise EventError("root_port", f"must be a TCP port, got {task.root_port}")
+    if task.deadline_s <= 0:
+        raise EventError("deadline_s", "must be > 0")
+    if task.role == "worker":
+        if not 0 <= task.shard < task.workers:
+            raise EventError("shard", f"must be in [0, {task.workers}), got {task.shard}")
+        if not task.dataset.get("name"):
+            raise EventError("dataset.name", "missing")
+        if not (task.model.get("name") or task.model.get("file")):
+            raise EventError("model.name", "missing")
+        if not task.checkpoint_out:
+            raise EventError("checkpoint_out", "missing")
+        batch = task.hyper.get("batch_size")
+        if not isinstance(batch, int) or isinstance(batch, bool) or batch < task.workers:
+            raise EventError("hyper.batch_size", f"must be an integer >= workers ({task.workers}), got {batch!r}")
+        if task.limit is not None and task.limit < task.workers:
+            raise EventError("limit", f"must be >= workers ({task.workers}), got {task.limit}")
+    return task

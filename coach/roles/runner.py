@@ -1,0 +1,136 @@
+"""The role fork-server: import MXNet once, then fork one fresh process per role of an epoch.
+
+`import mxnet` costs seconds of CPU, and ps-lite membership is fixed per process, so every
+epoch needs fresh processes. A function replica therefore keeps one of these alive: it imports
+MXNet without DMLC_ROLE (so no role starts), then, for each task line on stdin, forks a child
+that sets the DMLC environment and only then becomes a scheduler, server or worker. MXNet
+registers pthread_atfork handlers for its engine, and nothing has used OpenMP before the fork.
+
+Protocol on stdout (one JSON object per line; model prints go to stderr):
+    {"event": "ready"}                       once, after the imports
+    {"event": "started", "pid": P}           per task, P leads its own process group
+    {"event": "finished", "code": C, "result": {...} | null}   when P has exited
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+
+def exit_with_parent(poll_s: float = 1.0) -> None:
+    """Exit (with our whole process group) once the parent process is gone.
+
+    PR_SET_PDEATHSIG would fire when the parent *thread* that spawned us ends, and the
+    runtime spawns from short-lived request threads, so the parent is watched instead.
+    """
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        try:
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+        finally:
+            os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="exit-with-parent").start()
+
+
+def _dmlc_env(task: Any) -> dict[str, str]:
+    env = {
+        "DMLC_ROLE": task.role,
+        "DMLC_PS_ROOT_URI": task.root_uri,
+        "DMLC_PS_ROOT_PORT": str(task.root_port),
+        "DMLC_NUM_SERVER": str(task.servers),
+        "DMLC_NUM_WORKER": str(task.workers),
+    }
+    if task.node_host:
+        env["DMLC_NODE_HOST"] = task.node_host
+    return env
+
+
+def _run_role(task: Any) -> dict[str, Any]:
+    """Inside the forked child: become the task's role and answer its measurements."""
+    from coach.training import epoch
+
+    t0 = time.monotonic()
+    os.environ.update(_dmlc_env(task))
+    try:
+        if task.role == "worker":
+            result = epoch.run_worker(task)
+        else:
+            from mxnet.kvstore import kvstore_server
+
+            kvstore_server._init_kvstore_server_module()  # returns via sys.exit once the group stops
+            result = {"role": task.role}
+    except SystemExit:
+        result = {"role": task.role}
+    except Exception as e:  # reported to the caller as a failed role, with the reason
+        traceback.print_exc()
+        result = {"role": task.role, "error": f"{type(e).__name__}: {e}"}
+    gc.collect()  # free the kvstore now: its destructor runs ps-lite's shutdown barrier
+    result["wall_s"] = time.monotonic() - t0
+    return result
+
+
+def _fork_role(task: Any, emit: Any) -> None:
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the role process
+        code = 3
+        try:
+            os.close(read_fd)
+            os.setsid()
+            result = _run_role(task)
+            os.write(write_fd, (json.dumps(result) + "\n").encode())
+            code = 0 if "error" not in result else 3
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    emit({"event": "started", "pid": pid})
+    chunks = []
+    while chunk := os.read(read_fd, 65536):
+        chunks.append(chunk)
+    os.close(read_fd)
+    _, status = os.waitpid(pid, 0)
+    data = b"".join(chunks)
+    result = json.loads(data) if data.endswith(b"\n") else None
+    emit({"event": "finished", "code": os.waitstatus_to_exitcode(status), "result": result})
+
+
+def main() -> int:
+    exit_with_parent()  # a role process never outlives the function replica that started it
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+
+    def emit(obj: dict[str, Any]) -> None:
+        out.write(json.dumps(obj) + "\n")
+
+    for var in ("DMLC_ROLE", "DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT"):
+        os.environ.pop(var, None)  # no role may start during the warm-up import
+    import mxnet  # noqa: F401  (the expensive part, paid once per replica)
+
+    from coach.roles.protocol import parse_task
+    from coach.training import epoch  # noqa: F401  (warm the training imports too)
+
+    emit({"event": "ready"})
+    from coach.data import load_dataset
+
+    for line in sys.stdin:
+        task = parse_task(line)
+        if task.role == "worker":  # load once here; every forked worker shares it copy-on-write
+            load_dataset(task.dataset["name"], {k: v for k, v in task.dataset.items() if k != "name"})
+        _fork_role(task, emit)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""Plain records that flow from the job loop into the state store and out to the CLI and plots."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Phase = Literal["tuning", "training"]
+
+
+@dataclass(frozen=True)
+class EpochRecord:
+    """One finished epoch (or mini-epoch, phase "tuning") of one job, recorded once.
+
+    `epoch` counts training epochs from 1; tuning mini-epochs are numbered from 1 in
+    their own phase. `cost` is measured: function-seconds of every role × price.
+    """
+
+    job_id: str
+    phase: Phase
+    epoch: int
+    workers: int
+    servers: int
+    train_loss: float
+    val_loss: float
+    duration_s: float
+    samples: int
+    samples_per_s: float
+    cost: float
+    retries: int = 0
+    started_at: float = 0.0
+    finished_at: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class JobRecord:
+    """A job as the store knows it; `status` is one of JOB_STATUSES."""
+
+    job_id: str
+    name: str
+    spec_path: str
+    status: str
+    target_loss: float
+    budget: float
+    spent: float = 0.0
+    workers: int = 0
+    servers: int = 0
+    epoch: int = 0
+    val_loss: float | None = None
+    message: str = ""
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    eta: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+JOB_STATUSES = ("queued", "tuning", "training", "succeeded", "failed", "budget_exhausted",
+                "max_epochs", "stopped")
+FINAL_STATUSES = frozenset({"succeeded", "failed", "budget_exhausted", "max_epochs", "stopped"})

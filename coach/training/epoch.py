@@ -1,0 +1,96 @@
+"""One worker's part of one synchronous parameter-server epoch.
+
+Runs inside a fresh role process (ps-lite membership is fixed per process). The global batch
+stays constant whatever the number of workers, so the loss curve per epoch does not depend on
+(w, s) and the convergence model stays valid when the planner changes them.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from coach.data import load_dataset, shard_indices
+from coach.models import build_model
+from coach.roles.protocol import EpochTask
+from coach.training import checkpoint
+
+EVAL_BATCH = 500
+
+
+def _optimizer(hyper: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    name = str(hyper.get("optimizer", "sgd"))
+    params: dict[str, Any] = {"learning_rate": float(hyper.get("learning_rate", 0.1))}
+    if name in ("sgd", "nag"):
+        params["momentum"] = float(hyper.get("momentum", 0.9))
+    if hyper.get("weight_decay"):
+        params["wd"] = float(hyper["weight_decay"])
+    return name, params
+
+
+def mean_loss(net: Any, x: Any, y: Any, mx: Any) -> float:
+    """Mean softmax cross-entropy of `net` on (x, y), in batches."""
+    loss_fn = mx.gluon.loss.SoftmaxCrossEntropyLoss()
+    total = 0.0
+    for i in range(0, len(x), EVAL_BATCH):
+        out = net(mx.nd.array(x[i:i + EVAL_BATCH]))
+        total += float(loss_fn(out, mx.nd.array(y[i:i + EVAL_BATCH])).sum().asscalar())
+    return total / len(x)
+
+
+def run_worker(task: EpochTask) -> dict[str, Any]:
+    """Train one epoch on this worker's shard with a dist_sync kvstore; answer its measurements."""
+    import mxnet as mx
+    from mxnet import autograd, gluon
+
+    t0 = time.monotonic()
+    ctx = mx.cpu()
+    ds_opts = {k: v for k, v in task.dataset.items() if k != "name"}
+    data = load_dataset(task.dataset["name"], ds_opts)
+    net = build_model(task.model.get("name", ""), data.num_classes, task.model.get("file"))
+    mx.random.seed(int(task.hyper.get("init_seed", 42)))
+    net.initialize(mx.init.Xavier(), ctx=ctx)
+    net(mx.nd.zeros((1,) + data.sample_shape, ctx=ctx))  # materialise deferred shapes
+
+    kv = mx.kv.create("dist_sync")
+    opt_name, opt_params = _optimizer(task.hyper)
+    trainer = gluon.Trainer(net.collect_params(), opt_name, opt_params, kvstore=kv,
+                            update_on_kvstore=False)
+    meta: dict[str, Any] = {}
+    if task.checkpoint_in:
+        meta = checkpoint.load(task.checkpoint_in, net, trainer, ctx)
+
+    idx = shard_indices(len(data.x_train), task.seed, task.shard, task.workers, task.limit)
+    global_batch = int(task.hyper["batch_size"])
+    batch = max(1, global_batch // task.workers)
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    steps = math.ceil(len(idx) / batch)
+    startup_s = time.monotonic() - t0
+    t1 = time.monotonic()
+    loss_sum = mx.nd.zeros((1,), ctx=ctx)
+    for i in range(steps):
+        sel = idx[i * batch:(i + 1) * batch]
+        xb, yb = mx.nd.array(data.x_train[sel], ctx=ctx), mx.nd.array(data.y_train[sel], ctx=ctx)
+        with autograd.record():
+            loss = loss_fn(net(xb), yb)
+        loss.backward()
+        trainer.step(len(sel) * task.workers)
+        loss_sum += loss.sum()
+    train_loss = float(loss_sum.asscalar()) / max(1, len(idx))
+    duration = time.monotonic() - t1
+
+    result: dict[str, Any] = {
+        "role": "worker", "rank": kv.rank, "shard": task.shard, "train_loss": train_loss,
+        "samples": int(len(idx)), "steps": steps, "duration_s": duration,
+        "samples_per_s": len(idx) / duration if duration > 0 else 0.0, "startup_s": startup_s,
+        "val_loss": None, "checkpoint": None,
+    }
+    if kv.rank == 0:
+        seen = int(meta.get("samples_seen", 0)) + len(idx) * task.workers
+        checkpoint.save(task.checkpoint_out, net, trainer,
+                        {"job_id": task.job_id, "epoch": task.epoch, "samples_seen": seen})
+        result["checkpoint"] = task.checkpoint_out
+        if task.validate:
+            result["val_loss"] = mean_loss(net, data.x_val, data.y_val, mx)
+    return result
