@@ -1,0 +1,135 @@
+"""`coach estimate CURVE.csv --target T`: when does a recorded loss curve reach a target?
+
+A what-if for data scientists (and a check of the estimator on curves from anywhere):
+fit l(k) = 1/(b0·k + b1) + b2 to the `epoch,loss` rows and print the predicted epoch of
+the first crossing (or of the stop rule with `--consecutive 3`), its interval and the
+asymptote. The body is thin: parse, call `coach.estimate`, print.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from coach.errors import EstimateError, SpecError
+from coach.estimate import EpochsPrediction, fit_convergence
+
+
+@dataclass(frozen=True)
+class Curve:
+    """Epochs and losses as read from a CSV, and the shift that makes them model progress."""
+
+    epochs: list[float]        # as in the file
+    losses: list[float]
+    offset: float              # model progress = file epoch + offset (nonzero only if the file starts at ≤ 0)
+
+
+def read_curve(path: Path) -> Curve:
+    """Read `epoch,loss` rows (an optional header may name the columns and add others).
+
+    Raises SpecError naming the file, the line and the field for anything unusable.
+    """
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(source, "", f"cannot read the file: {exc.strerror or exc}") from exc
+    rows = [(n, row) for n, row in enumerate(csv.reader(text.splitlines()), start=1)
+            if row and any(c.strip() for c in row) and not row[0].lstrip().startswith("#")]
+    if not rows:
+        raise SpecError(source, "", "no rows: expected lines of 'epoch,loss'")
+    i_epoch, i_loss = 0, 1
+    first = [c.strip().lower() for c in rows[0][1]]
+    if not _is_number(first[0]):
+        if "epoch" not in first or "loss" not in first:
+            raise SpecError(source, "line 1", f"header must name the columns 'epoch' and 'loss', got {rows[0][1]}")
+        i_epoch, i_loss = first.index("epoch"), first.index("loss")
+        rows = rows[1:]
+    epochs: list[float] = []
+    losses: list[float] = []
+    for n, row in rows:
+        epoch = _field(source, n, row, i_epoch, "epoch")
+        loss = _field(source, n, row, i_loss, "loss")
+        if epochs and epoch <= epochs[-1]:
+            raise SpecError(source, f"line {n}: epoch", f"epochs must increase, got {epoch:g} after {epochs[-1]:g}")
+        if loss < 0:
+            raise SpecError(source, f"line {n}: loss", f"must be ≥ 0, got {loss:g}")
+        epochs.append(epoch)
+        losses.append(loss)
+    if len(epochs) < 3:
+        raise SpecError(source, "", f"need at least 3 rows of 'epoch,loss' to fit a curve, got {len(epochs)}")
+    offset = 1.0 - epochs[0] if epochs[0] <= 0 else 0.0
+    return Curve(epochs, losses, offset)
+
+
+def predict_curve(curve: Curve, target: float, consecutive: int = 1) -> EpochsPrediction:
+    """Fit the curve and predict its stop epoch, in the file's epoch numbering."""
+    fit = fit_convergence([e + curve.offset for e in curve.epochs], curve.losses)
+    pred = fit.epochs_to_target(target, consecutive)
+    shift = (lambda e: None if e is None else int(round(e - curve.offset)))  # noqa: E731
+    return EpochsPrediction(epoch=shift(pred.epoch), lo=shift(pred.lo), hi=shift(pred.hi),
+                            reachable=pred.reachable, asymptote=pred.asymptote, note=pred.note)
+
+
+def estimate(
+    curve: Annotated[Path, typer.Argument(help="CSV of 'epoch,loss' rows (first row: epoch 1).")],
+    target: Annotated[float, typer.Option("--target", help="Target validation loss.")],
+    consecutive: Annotated[int, typer.Option("--consecutive", min=1,
+                                             help="Epochs in a row at or below the target (Coach stops at 3).")] = 1,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Predict the epoch at which a loss curve first reaches TARGET, with an interval."""
+    if not math.isfinite(target):
+        raise SpecError("--target", "", f"must be a finite number, got {target}")
+    data = read_curve(curve)
+    try:
+        pred = predict_curve(data, target, consecutive)
+    except EstimateError as exc:
+        raise SpecError(str(curve), "", str(exc)) from exc
+    if json_out:
+        typer.echo(json.dumps({"epochs_to_target": pred.epoch, "interval": [pred.lo, pred.hi],
+                               "asymptote": round(pred.asymptote, 6), "reachable": pred.reachable}))
+        return
+    table = Table(title=f"{curve.name}: {len(data.epochs)} epochs, target {target:g}"
+                        + (f", {consecutive} in a row" if consecutive > 1 else ""))
+    table.add_column("")
+    table.add_column("", justify="right")
+    table.add_row("epochs to target", "never (unreachable)" if pred.epoch is None else str(pred.epoch))
+    table.add_row("80% interval", f"[{_show(pred.lo)}, {_show(pred.hi, 'never')}]")
+    table.add_row("asymptote b2", f"{pred.asymptote:.4g}")
+    table.add_row("reachable", "yes" if pred.reachable else "no")
+    Console().print(table)
+    typer.echo(pred.note)
+
+
+def _show(value: int | None, none: str = "-") -> str:
+    return none if value is None else str(value)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _field(source: str, line: int, row: list[str], index: int, name: str) -> float:
+    if index >= len(row):
+        raise SpecError(source, f"line {line}: {name}", f"missing (the row has {len(row)} column(s))")
+    text = row[index].strip()
+    try:
+        value = float(text)
+    except ValueError:
+        raise SpecError(source, f"line {line}: {name}", f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise SpecError(source, f"line {line}: {name}", f"not a finite number: {text!r}")
+    return value

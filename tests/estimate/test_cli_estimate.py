@@ -1,0 +1,116 @@
+"""`coach estimate`: recovers generated curves, says when a target is unreachable, rejects bad CSV."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from coach.cli.estimate import estimate
+from coach.errors import SpecError
+
+app = typer.Typer()
+app.command("estimate")(estimate)
+
+
+@app.callback()
+def _root() -> None:
+    """Throwaway root so `estimate` is a subcommand, as in coach/cli/main.py."""
+
+
+def write_curve(tmp_path: Path, epochs, losses, header: str | None = "epoch,loss") -> Path:
+    path = tmp_path / "curve.csv"
+    lines = ([header] if header else []) + [f"{e},{l:.8f}" for e, l in zip(epochs, losses)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def run(*args: str) -> dict:
+    result = CliRunner().invoke(app, ["estimate", *args, "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+@pytest.mark.parametrize(
+    ("b", "target", "crossing"),
+    [
+        pytest.param((0.5, 1.0, 0.1), 0.205, 18, id="b0.5-b1-1-b2-0.1"),
+        pytest.param((0.1, 0.5, 0.5), 1.01, 15, id="slow"),
+        pytest.param((1.0, 0.0, 0.02), 0.05, 34, id="b1-zero"),
+    ],
+)
+def test_recovers_generated_curve(tmp_path, b, target, crossing):
+    k = np.arange(1, 41)
+    out = run(str(write_curve(tmp_path, k, 1 / (b[0] * k + b[1]) + b[2])), "--target", str(target))
+    assert out["reachable"] is True
+    assert out["epochs_to_target"] == crossing
+    assert out["interval"][0] <= crossing <= out["interval"][1]
+    assert out["asymptote"] == pytest.approx(b[2], abs=1e-4)
+
+
+def test_consecutive_counts_the_stop_rule(tmp_path):
+    k = np.arange(1, 41)
+    path = str(write_curve(tmp_path, k, 1 / (0.5 * k + 1.0) + 0.1))
+    assert run(path, "--target", "0.205", "--consecutive", "3")["epochs_to_target"] == 20
+
+
+def test_file_counting_from_zero_keeps_its_numbering(tmp_path):
+    k = np.arange(1, 41)
+    path = str(write_curve(tmp_path, k - 1, 1 / (0.5 * k + 1.0) + 0.1))   # same losses, epochs 0..39
+    assert run(path, "--target", "0.205")["epochs_to_target"] == 17
+
+
+def test_noisy_curve(tmp_path):
+    rng = np.random.default_rng(11)
+    k = np.arange(1, 31)
+    y = 1 / (0.3 * k + 1.0) + 0.2 + rng.normal(0, 0.01, k.size)
+    y[12] += 0.5
+    out = run(str(write_curve(tmp_path, k, y, header=None)), "--target", "0.3")   # truth: 30
+    assert out["reachable"] and abs(out["epochs_to_target"] - 30) <= 3
+
+
+def test_non_converging_curve_is_unreachable(tmp_path):
+    rng = np.random.default_rng(2)
+    k = np.arange(1, 31)
+    out = run(str(write_curve(tmp_path, k, 2.3 + rng.normal(0, 0.02, k.size))), "--target", "0.2")
+    assert out == {"epochs_to_target": None, "interval": [None, None], "asymptote": out["asymptote"],
+                   "reachable": False}
+    assert out["asymptote"] > 0.2
+
+
+def test_table_without_json(tmp_path):
+    k = np.arange(1, 41)
+    path = write_curve(tmp_path, k, 1 / (0.5 * k + 1.0) + 0.1)
+    result = CliRunner().invoke(app, ["estimate", str(path), "--target", "0.205"])
+    assert result.exit_code == 0 and "epochs to target" in result.output and "18" in result.output
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        pytest.param("epoch,loss\n1,1.0\n2,0.8\n3,abc\n", "line 4: loss: not a number: 'abc'", id="bad-loss"),
+        pytest.param("epoch,loss\n1,1.0\nx,0.8\n3,0.5\n", "line 3: epoch: not a number: 'x'", id="bad-epoch"),
+        pytest.param("epoch,loss\n1,1.0\n2\n3,0.5\n", "line 3: loss: missing", id="missing-column"),
+        pytest.param("epoch,loss\n1,1.0\n1,0.8\n2,0.5\n", "line 3: epoch: epochs must increase", id="not-increasing"),
+        pytest.param("epoch,loss\n1,1.0\n2,-0.8\n3,0.5\n", "line 3: loss: must be ≥ 0", id="negative"),
+        pytest.param("step,value\n1,1.0\n", "line 1: header must name", id="bad-header"),
+        pytest.param("epoch,loss\n1,1.0\n2,0.5\n", "need at least 3 rows", id="too-short"),
+        pytest.param("", "no rows", id="empty"),
+    ],
+)
+def test_bad_csv_raises_spec_error_naming_line_and_field(tmp_path, content, message):
+    path = tmp_path / "curve.csv"
+    path.write_text(content)
+    with pytest.raises(SpecError) as err:
+        CliRunner().invoke(app, ["estimate", str(path), "--target", "0.2"], catch_exceptions=False)
+    assert str(err.value) == f"{path}: {message}" or str(err.value).startswith(f"{path}: {message}")
+    assert err.value.exit_code == 2
+
+
+def test_missing_file_is_a_spec_error(tmp_path):
+    with pytest.raises(SpecError, match="cannot read"):
+        CliRunner().invoke(app, ["estimate", str(tmp_path / "nope.csv"), "--target", "0.2"], catch_exceptions=False)
