@@ -37,6 +37,7 @@ class _Replica:
 @dataclass
 class _Job:
     replicas: dict[str, list[_Replica]] = field(default_factory=lambda: {r: [] for r in ROLES})
+    idle: dict[str, list[_Replica]] = field(default_factory=lambda: {r: [] for r in ROLES})
 
 
 def free_port() -> int:
@@ -99,15 +100,19 @@ class LocalBackend:
                 proc.wait()
 
     def deploy(self, job_id: str, role: str, replicas: int) -> None:
+        """Scale the role to `replicas`. Replicas scaled away stay warm (idle, not invocable)
+        until the job is torn down, like functions that have not yet scaled to zero."""
         with self._lock:
             job = self._jobs.setdefault(job_id, _Job())
-            current = [r for r in job.replicas[role] if r.proc.poll() is None]
-            for dead in (r for r in job.replicas[role] if r.proc.poll() is not None):
-                dead.proc.wait()
-            surplus, current = current[replicas:], current[:replicas]
-            job.replicas[role] = current
-        for r in surplus:
-            self._stop(r.proc)
+            for pool in (job.replicas, job.idle):
+                for dead in (r for r in pool[role] if r.proc.poll() is not None):
+                    dead.proc.wait()
+                pool[role] = [r for r in pool[role] if r.proc.poll() is None]
+            current = job.replicas[role]
+            while len(current) < replicas and job.idle[role]:
+                current.append(job.idle[role].pop())
+            job.idle[role].extend(current[replicas:])
+            del current[replicas:]
         missing = replicas - len(current)
         if missing <= 0:
             return
@@ -147,9 +152,10 @@ class LocalBackend:
         with self._lock:
             job = self._jobs.pop(job_id, None)
         if job is not None:
-            for reps in job.replicas.values():
-                for r in reps:
-                    self._stop(r.proc)
+            for pool in (job.replicas, job.idle):
+                for reps in pool.values():
+                    for r in reps:
+                        self._stop(r.proc)
 
     def close(self) -> None:
         for job_id in list(self._jobs):

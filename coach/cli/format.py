@@ -1,0 +1,72 @@
+"""How jobs, epochs and ETAs read in a terminal (one place, shared by every command)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from coach.state.records import FINAL_STATUSES, JobRecord
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    seconds = max(0.0, float(seconds))
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+    return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
+
+
+def elapsed(job: JobRecord) -> float:
+    end = job.updated_at if job.status in FINAL_STATUSES else time.time()
+    return end - job.created_at
+
+
+def eta_text(job: JobRecord) -> str:
+    """'3 epochs (2–5), ~45s [30s–1m20s]', or why there is no ETA."""
+    e: dict[str, Any] = job.eta or {}
+    if job.status in FINAL_STATUSES or not e:
+        return "-"
+    if not e.get("reachable", True):
+        return f"target below asymptote {e.get('asymptote', float('nan')):.3g}: may never reach it"
+    if e.get("epochs_left") is None:
+        return "?"
+    hi = "?" if e.get("hi") is None else e["hi"]
+    since = time.time() - float(e.get("at", time.time()))
+
+    def left(key: str) -> float | None:
+        return None if e.get(key) is None else e[key] - since
+
+    secs = left("seconds")
+    span = (f" [{duration(left('seconds_lo'))}–{duration(left('seconds_hi'))}]"
+            if e.get("seconds_hi") is not None else "")
+    return f"{e['epochs_left']} epochs ({e.get('lo')}–{hi}), ~{duration(secs)}{span}"
+
+
+def loss_text(job: JobRecord) -> str:
+    val = "-" if job.val_loss is None else f"{job.val_loss:.4f}"
+    return f"{val} / {job.target_loss:g}"
+
+
+def job_row(job: JobRecord) -> dict[str, str]:
+    return {
+        "job": job.job_id, "status": job.status, "epoch": str(job.epoch),
+        "val loss / target": loss_text(job), "(w, s)": f"({job.workers}, {job.servers})",
+        "cost / budget": f"{job.spent:.4g} / {job.budget:g}", "elapsed": duration(elapsed(job)),
+        "ETA": eta_text(job),
+    }
+
+
+def progress_line(job: JobRecord) -> str:
+    r = job_row(job)
+    line = (f"{r['job']}  {r['status']:<9} epoch {r['epoch']:>3}  val {r['val loss / target']}  "
+            f"(w, s)={r['(w, s)']}  cost {r['cost / budget']}  {r['elapsed']}")
+    if r["ETA"] != "-":
+        line += f"  ETA {r['ETA']}"
+    if job.message and job.status not in ("tuning", "training"):
+        line += f"  — {job.message}"
+    elif job.message.startswith("waiting"):
+        line += f"  — {job.message}"
+    return line

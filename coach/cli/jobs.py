@@ -1,0 +1,174 @@
+"""Commands of a data scientist: submit, status, history, events, stop, resume, plot."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from coach.cli import format as fmt
+from coach.errors import CoachError, SpecError
+from coach.state.records import FINAL_STATUSES
+from coach.state.store import Store
+
+console = Console(stderr=True)
+out = Console()
+
+JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON instead of a table.")
+CpuOpt = typer.Option(None, "--cpu", help="Cores the local backend may use (default: all).", min=0.1)
+BackendOpt = typer.Option("local", "--backend", help="Where role functions run: local (embedded).")
+
+
+def _backend(name: str, cpu: float | None, store: Store):
+    if name != "local":
+        raise SpecError("--backend", "", f"unknown backend {name!r}; available: local")
+    from coach.backends.local import LocalBackend
+
+    return LocalBackend(cpu=cpu, log_dir=store.path.parent / "logs")
+
+
+def _table(rows: list[dict[str, Any]], title: str | None = None) -> Table:
+    t = Table(title=title)
+    for col in rows[0] if rows else []:
+        t.add_column(col)
+    for r in rows:
+        t.add_row(*[str(v) for v in r.values()])
+    return t
+
+
+def _run(specs: dict[str, Any], backend_name: str, cpu: float | None, json_out: bool, store: Store) -> None:
+    from coach.cli.progress import watch
+    from coach.job.submit import request_stop, run_jobs
+
+    backend = _backend(backend_name, cpu, store)
+
+    def interrupted(signum: int, frame: Any) -> None:
+        console.print("[yellow]stopping: the running epochs end now, checkpoints are kept[/]")
+        request_stop(store, list(specs))
+        backend.close()
+
+    old = signal.signal(signal.SIGINT, interrupted)
+    old_term = signal.signal(signal.SIGTERM, interrupted)
+    try:
+        statuses = run_jobs(specs, backend, store,
+                            watch=None if json_out else lambda ids, done: watch(store, ids, done, console))
+    finally:
+        backend.close()
+        signal.signal(signal.SIGINT, old)
+        signal.signal(signal.SIGTERM, old_term)
+    jobs = [store.job(j) for j in specs]
+    if json_out:
+        out.print_json(json.dumps([j.to_dict() for j in jobs]))
+    else:
+        for j in jobs:
+            colour = "green" if j.status == "succeeded" else "red"
+            console.print(f"[{colour}]{j.job_id}: {j.status}[/] — {j.message}")
+    if any(s != "succeeded" for s in statuses.values()):
+        raise typer.Exit(1)
+
+
+def submit(job_files: List[Path] = typer.Argument(..., help="One or more job files (YAML)."),
+           backend: str = BackendOpt, cpu: Optional[float] = CpuOpt, json_out: bool = JsonOpt) -> None:
+    """Train the jobs concurrently until each reaches its target (exit 0), or stops short (1)."""
+    from coach.job.submit import register
+    from coach.spec import load_spec
+
+    errors: list[SpecError] = []
+    specs = []
+    for f in job_files:
+        try:
+            specs.append(load_spec(f))
+        except SpecError as e:
+            errors.append(e)
+    if errors:  # nothing starts unless every file is valid
+        for e in errors[:-1]:
+            console.print(f"[red]error:[/] {e}", highlight=False)
+        raise errors[-1]
+    store = Store()
+    jobs = {register(s, store): s for s in specs}
+    for jid in jobs:
+        console.print(f"submitted {jid}")
+    _run(jobs, backend, cpu, json_out, store)
+
+
+def resume(job_id: str = typer.Argument(..., help="A stopped, failed or budget-exhausted job."),
+           budget: Optional[float] = typer.Option(None, help="Raise the job's budget to this.", min=0),
+           backend: str = BackendOpt, cpu: Optional[float] = CpuOpt, json_out: bool = JsonOpt) -> None:
+    """Continue a job from its last checkpoint and its recorded epochs."""
+    import dataclasses
+
+    from coach.spec import spec_from_dict
+
+    store = Store()
+    job = store.job(job_id)
+    if job.status not in FINAL_STATUSES or job.status == "succeeded":
+        raise CoachError(f"{job.job_id} is {job.status}; only stopped, failed, budget_exhausted or "
+                         "max_epochs jobs can be resumed")
+    spec = spec_from_dict(store.job_extra(job.job_id)["spec"])
+    if budget is not None:
+        spec = dataclasses.replace(spec, budget=budget)
+        store.update_job(job.job_id, budget=budget)
+    store.update_job(job.job_id, status="queued", stop_requested=0, message="resumed")
+    store.add_event(job.job_id, "resumed", f"from epoch {job.epoch}")
+    _run({job.job_id: spec}, backend, cpu, json_out, store)
+
+
+def stop(job_id: str = typer.Argument(...)) -> None:
+    """Ask a running job to stop after its current epoch (its checkpoint is kept)."""
+    store = Store()
+    job = store.job(job_id)
+    if job.status in FINAL_STATUSES:
+        raise CoachError(f"{job.job_id} already ended: {job.status}")
+    store.update_job(job.job_id, stop_requested=1)
+    console.print(f"{job.job_id}: stop requested")
+
+
+def status(job_id: Optional[str] = typer.Argument(None, help="One job (default: all)."),
+           json_out: bool = JsonOpt) -> None:
+    """Every job: state, epoch, loss vs target, (w, s), cost, elapsed, ETA."""
+    store = Store()
+    jobs = [store.job(job_id)] if job_id else store.jobs()
+    if json_out:
+        out.print_json(json.dumps([dict(j.to_dict(), elapsed_s=fmt.elapsed(j)) for j in jobs]))
+        return
+    if not jobs:
+        console.print(f"no jobs yet in {store.path}")
+        return
+    out.print(_table([fmt.job_row(j) for j in jobs]))
+    for j in jobs:
+        if j.message and j.status in FINAL_STATUSES or j.message.startswith("waiting"):
+            out.print(f"{j.job_id}: {j.message}")
+
+
+def history(job_id: str = typer.Argument(...), json_out: bool = JsonOpt) -> None:
+    """One record per epoch (tuning mini-epochs first), each recorded once."""
+    store = Store()
+    epochs = store.epochs(job_id)
+    if json_out:
+        out.print_json(json.dumps([e.to_dict() for e in epochs]))
+        return
+    rows = [{"phase": e.phase, "epoch": e.epoch, "(w, s)": f"({e.workers}, {e.servers})",
+             "train loss": f"{e.train_loss:.4f}", "val loss": f"{e.val_loss:.4f}",
+             "duration": f"{e.duration_s:.1f}s", "samples/s": f"{e.samples_per_s:.0f}",
+             "cost": f"{e.cost:.4g}", "retries": e.retries} for e in epochs]
+    out.print(_table(rows, title=store.job(job_id).job_id))
+
+
+def events(job_id: str = typer.Argument(...), json_out: bool = JsonOpt) -> None:
+    """What happened to a job: submissions, plans, retries, failures."""
+    import datetime
+
+    store = Store()
+    evs = store.events(job_id)
+    if json_out:
+        out.print_json(json.dumps(evs))
+        return
+    for e in evs:
+        ts = datetime.datetime.fromtimestamp(e["ts"]).strftime("%H:%M:%S")
+        out.print(f"{ts}  {e['kind']:<14} {e['message']}", markup=False, highlight=False)

@@ -1,0 +1,50 @@
+"""The `coach` command: one root app; errors become messages and exit codes here, only here."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from coach.cli import jobs
+from coach.errors import CoachError
+
+app = typer.Typer(help="Coach: serverless, elastic distributed training of MXNet jobs.",
+                  no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+for command in (jobs.submit, jobs.status, jobs.history, jobs.events, jobs.stop, jobs.resume):
+    app.command()(command)
+
+
+def _optional_commands() -> None:
+    """Commands whose modules may be absent in a partial checkout stay out of the way."""
+    try:
+        from coach.cli.estimate import estimate
+        app.command()(estimate)
+    except ImportError:
+        pass
+    try:
+        from coach.cli.plot import plot
+        app.command()(plot)
+    except ImportError:
+        pass
+    try:
+        from coach.cli import cluster
+        app.add_typer(cluster.app, name="cluster")
+    except ImportError:
+        pass
+
+
+_optional_commands()
+
+
+def main() -> None:
+    err = Console(stderr=True)
+    try:
+        app()
+    except CoachError as e:
+        err.print(f"[red]error:[/] {e}", markup=True, highlight=False)
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)

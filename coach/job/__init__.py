@@ -1,0 +1,6 @@
+"""The job loop: tune, plan, run an epoch on a backend, record, until the stop rule is met.
+
+loop.py         one job from submission to a final status
+epoch.py        one epoch (all roles at once) on a backend, with deadline, abort and retries
+coordinator.py  the capacity the jobs of one run share, granted through the planner
+"""

@@ -1,0 +1,91 @@
+"""The capacity that the jobs of one run share, handed out through the planner.
+
+Each job asks before every epoch. The planner is run over every job's latest demand on the
+whole capacity (so jobs share it by marginal utility), and the asking job gets the smaller of
+its share and what it can use of the capacity that is free right now. A job whose minimum
+does not fit waits here until another job releases its functions.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from coach.backends.base import Capacity
+from coach.plan import Allocation, JobDemand, plan
+from coach.plan.planner import min_resources
+
+RECHECK_S = 1.0
+
+
+@dataclass
+class _Held:
+    cpu: float
+    memory_gib: float
+
+
+class Coordinator:
+    def __init__(self, capacity: Capacity) -> None:
+        self.capacity = capacity
+        self._cond = threading.Condition()
+        self._demands: dict[str, JobDemand] = {}
+        self._held: dict[str, _Held] = {}
+
+    def fits_alone(self, demand: JobDemand) -> bool:
+        cpu, mem = min_resources(demand)
+        return cpu <= self.capacity.cpu + 1e-9 and mem <= self.capacity.memory_gib + 1e-9
+
+    def acquire(self, demand: JobDemand, on_wait: Callable[[str], None] = lambda _: None,
+                timeout_s: float | None = None) -> Allocation | None:
+        """Block until the job can run; None only when `timeout_s` passes first."""
+        start = time.monotonic()
+        with self._cond:
+            self._demands[demand.job_id] = demand
+            while True:
+                grant = self._grant(demand)
+                if grant is not None:
+                    w, s = grant.workers, grant.servers
+                    cpu = sum(n * demand.resources[r].cpu for r, n in (("scheduler", 1), ("server", s), ("worker", w)))
+                    mem = sum(n * demand.resources[r].memory_gib
+                              for r, n in (("scheduler", 1), ("server", s), ("worker", w)))
+                    self._held[demand.job_id] = _Held(cpu, mem)
+                    return grant
+                if timeout_s is not None and time.monotonic() - start >= timeout_s:
+                    return None
+                on_wait(self._why_waiting(demand))
+                self._cond.wait(RECHECK_S)
+
+    def _free(self, job_id: str) -> tuple[float, float]:
+        held = [h for j, h in self._held.items() if j != job_id]
+        return (self.capacity.cpu - sum(h.cpu for h in held),
+                self.capacity.memory_gib - sum(h.memory_gib for h in held))
+
+    def _grant(self, demand: JobDemand) -> Allocation | None:
+        free_cpu, free_mem = self._free(demand.job_id)
+        now = plan([demand], free_cpu, free_mem).get(demand.job_id)
+        if now is None:
+            return None
+        share = plan(list(self._demands.values()), self.capacity.cpu, self.capacity.memory_gib,
+                     backfill=True).get(demand.job_id)
+        if share is None or demand.static is not None:
+            return now
+        w, s = min(now.workers, share.workers), min(now.servers, share.servers)
+        if (w, s) == (now.workers, now.servers):
+            return now
+        return replace(share, workers=w, servers=s,
+                       reason=f"{share.reason}; limited to ({w}, {s}) by the capacity free now")
+
+    def _why_waiting(self, demand: JobDemand) -> str:
+        free_cpu, free_mem = self._free(demand.job_id)
+        cpu, mem = min_resources(demand)
+        return (f"waiting for capacity: needs {cpu:g} cores / {mem:g} GiB, "
+                f"{max(free_cpu, 0):g} cores / {max(free_mem, 0):g} GiB free")
+
+    def release(self, job_id: str, done: bool = False) -> None:
+        with self._cond:
+            self._held.pop(job_id, None)
+            if done:
+                self._demands.pop(job_id, None)
+            self._cond.notify_all()

@@ -1,0 +1,148 @@
+"""Run one epoch of one job on a backend: every role at once, bounded in time, retried whole.
+
+A ps-lite group whose member died hangs forever, so an attempt ends as soon as any role
+fails: the abort marker is written, every other role's handler kills its process, and the
+attempt is retried from the last checkpoint with fresh processes (a new root port too).
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import threading
+import time
+import uuid
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from coach.backends.base import Backend, Invocation
+from coach.errors import EpochFailed
+
+HTTP_MARGIN_S = 30.0   # the HTTP call outlives the role's own deadline by this much
+
+
+@dataclass(frozen=True)
+class EpochPlan:
+    """What to run: the loop decides it, the runner only executes it."""
+
+    job_id: str
+    phase: str
+    epoch: int
+    workers: int
+    servers: int
+    seed: int
+    limit: int | None              # samples in a tuning mini-epoch; None = the whole training set
+    deadline_s: float
+    checkpoint_in: str | None
+    checkpoint_out: str
+    task: dict[str, Any]           # dataset, model, hyper (the job's constants)
+
+
+@dataclass
+class EpochOutcome:
+    """A successful epoch, measured."""
+
+    train_loss: float
+    val_loss: float
+    samples: int
+    wall_s: float                  # from the first invocation to the last answer
+    train_s: float                 # the slowest worker's training loop alone
+    function_s: dict[str, float]   # per role, summed over replicas and attempts (for cost)
+    retries: int
+    checkpoint: str
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.samples / self.train_s if self.train_s > 0 else 0.0
+
+
+def deadline_for(previous_walls: list[float], samples_ratio: float, first_s: float) -> float:
+    """Wall-clock limit of an epoch: generous against noise, finite against hangs."""
+    if not previous_walls:
+        return first_s
+    return max(60.0, 4.0 * statistics.median(previous_walls[-5:]) * max(samples_ratio, 0.05) + 30.0)
+
+
+class EpochRunner:
+    """Executes EpochPlans on one backend; knows nothing about losses, budgets or planning."""
+
+    def __init__(self, backend: Backend, work_dir: Path, max_retries: int,
+                 on_event: Callable[[str, str], None]) -> None:
+        self.backend = backend
+        self.work_dir = work_dir
+        self.max_retries = max_retries
+        self.on_event = on_event
+
+    def run(self, plan: EpochPlan, should_stop: Callable[[], bool] = lambda: False) -> EpochOutcome:
+        function_s = {"scheduler": 0.0, "server": 0.0, "worker": 0.0}
+        errors: list[str] = []
+        for attempt in range(self.max_retries + 1):
+            if should_stop():
+                raise EpochFailed(f"{plan.phase} epoch {plan.epoch}: stopped by request")
+            outcome, error = self._attempt(plan, attempt, function_s)
+            if outcome is not None:
+                outcome.retries, outcome.errors = attempt, errors
+                return outcome
+            errors.append(error)
+            self.on_event("retry" if attempt < self.max_retries else "epoch_failed",
+                          f"{plan.phase} epoch {plan.epoch} attempt {attempt + 1} failed: {error}")
+        raise EpochFailed(f"{plan.phase} epoch {plan.epoch} failed {self.max_retries + 1} times; "
+                          f"last error: {errors[-1]}")
+
+    def _attempt(self, plan: EpochPlan, attempt: int,
+                 function_s: dict[str, float]) -> tuple[EpochOutcome | None, str]:
+        for role, n in (("scheduler", 1), ("server", plan.servers), ("worker", plan.workers)):
+            self.backend.deploy(plan.job_id, role, n)
+        attempt_id = f"{plan.phase}-{plan.epoch:04d}-{attempt}-{uuid.uuid4().hex[:6]}"
+        attempt_dir = self.work_dir / "attempts" / attempt_id
+        attempt_dir.mkdir(parents=True, exist_ok=True)
+        abort = attempt_dir / "abort"
+        uri, port, node_host = self.backend.ps_root(plan.job_id)
+        base = dict(plan.task, job_id=plan.job_id, epoch=plan.epoch, attempt=attempt_id, root_uri=uri,
+                    root_port=port, node_host=node_host, workers=plan.workers, servers=plan.servers,
+                    deadline_s=plan.deadline_s, abort_file=str(abort), seed=plan.seed, limit=plan.limit,
+                    checkpoint_in=plan.checkpoint_in, checkpoint_out=f"{plan.checkpoint_out}",
+                    validate=True)
+        calls = [("scheduler", 0, dict(base, role="scheduler"))]
+        calls += [("server", i, dict(base, role="server")) for i in range(plan.servers)]
+        calls += [("worker", i, dict(base, role="worker", shard=i)) for i in range(plan.workers)]
+        t0 = time.monotonic()
+        answers: list[tuple[str, Invocation]] = []
+        first_error = ""
+        lock = threading.Lock()
+        with ThreadPoolExecutor(len(calls)) as pool:
+            futures = {pool.submit(self.backend.invoke, plan.job_id, role, i, payload,
+                                   plan.deadline_s + HTTP_MARGIN_S): role for role, i, payload in calls}
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in done:
+                    role = futures[f]
+                    try:
+                        inv = f.result()
+                    except Exception as e:  # a backend bug must not hang the group
+                        inv = Invocation(599, {"error": f"{type(e).__name__}: {e}"})
+                    with lock:
+                        answers.append((role, inv))
+                    if not inv.ok and not first_error:
+                        first_error = f"{role}: {inv.error}"
+                        abort.write_text(first_error)   # the rest of the group stops now
+        wall = time.monotonic() - t0
+        for role, inv in answers:
+            function_s[role] += float(inv.body.get("function_s", wall))
+        shutil.rmtree(attempt_dir, ignore_errors=True)
+        if first_error:
+            return None, first_error
+        workers = [inv.body for role, inv in answers if role == "worker"]
+        chief = [w for w in workers if w.get("rank") == 0]
+        if len(chief) != 1 or chief[0].get("val_loss") is None or not chief[0].get("checkpoint"):
+            return None, "no worker answered as rank 0 with a checkpoint and a validation loss"
+        samples = sum(int(w["samples"]) for w in workers)
+        train_loss = sum(float(w["train_loss"]) * int(w["samples"]) for w in workers) / max(1, samples)
+        return EpochOutcome(train_loss=train_loss, val_loss=float(chief[0]["val_loss"]), samples=samples,
+                            wall_s=wall, train_s=max(float(w["duration_s"]) for w in workers),
+                            function_s=dict(function_s), retries=attempt,
+                            checkpoint=str(chief[0]["checkpoint"])), ""

@@ -1,0 +1,277 @@
+"""One job from submission to a final status.
+
+    tuning    mini-epochs of equal data on a few (w, s), so speeds are comparable
+    training  plan (w, s) → run the epoch on the backend → record → stop rule
+    final     succeeded | failed | budget_exhausted | max_epochs | stopped
+
+The stop rule: the validation loss (held-out split, evaluated once per epoch by rank 0) is
+at or below the target for `consecutive` training epochs in a row; each epoch counts once.
+Each job runs its own loop in its own thread; jobs meet only in the Coordinator.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from coach.backends.base import Backend
+from coach.data import load_dataset
+from coach.errors import CoachError, EpochFailed, EstimateError
+from coach.estimate import SpeedSample, epoch_budget, eta, fit_convergence, fit_speed, measured_cost
+from coach.estimate.cost import epoch_cost
+from coach.job.coordinator import Coordinator
+from coach.job.epoch import EpochOutcome, EpochPlan, EpochRunner
+from coach.plan import JobDemand
+from coach.spec import JobSpec
+from coach.state.records import EpochRecord
+from coach.state.store import Store
+
+log = logging.getLogger(__name__)
+
+TUNING_CONFIGS = ((1, 1), (2, 1), (2, 2), (1, 2))   # each step adds at most one function
+TUNING_WAIT_S = 5.0          # a tuning config that does not fit soon is skipped, not waited for
+FIRST_DEADLINE_S = 900.0     # before anything is measured (a cold fork-server imports MXNet)
+TUNING_SEED, TRAINING_SEED = 100_000, 0
+
+
+@dataclass
+class JobRun:
+    """Everything one job's loop needs; the backend is opaque to it."""
+
+    spec: JobSpec
+    job_id: str
+    store: Store
+    backend: Backend
+    coordinator: Coordinator
+    work_dir: Path
+
+
+def deadline_for(history: list[EpochRecord], samples: int) -> float:
+    """Wall-clock limit of an epoch: generous against noise, finite against hangs."""
+    rates = sorted(r.duration_s / max(1, r.samples) for r in history[-6:])
+    if not rates:
+        return FIRST_DEADLINE_S
+    return max(60.0, 4.0 * rates[len(rates) // 2] * samples + 30.0)
+
+
+class JobLoop:
+    def __init__(self, run: JobRun) -> None:
+        self.run = run
+        self.spec = run.spec
+        self.store = run.store
+        self.runner = EpochRunner(run.backend, run.work_dir, self.spec.max_retries, self._event)
+        data = load_dataset(self.spec.dataset["name"], {k: v for k, v in self.spec.dataset.items() if k != "name"})
+        self.n_train = len(data.x_train)
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _event(self, kind: str, message: str) -> None:
+        self.store.add_event(self.run.job_id, kind, message)
+
+    def _stop_requested(self) -> bool:
+        return self.store.job_extra(self.run.job_id)["stop_requested"]
+
+    def _finish(self, status: str, message: str) -> str:
+        self.store.update_job(self.run.job_id, status=status, message=message)
+        self._event(status, message)
+        return status
+
+    def _history(self) -> list[EpochRecord]:
+        return self.store.epochs(self.run.job_id)
+
+    def _progress(self, history: list[EpochRecord]) -> list[float]:
+        """Epochs of data seen after each record (tuning mini-epochs count as fractions)."""
+        seen, out = 0, []
+        for r in history:
+            seen += r.samples
+            out.append(seen / self.n_train)
+        return out
+
+    def _task(self) -> dict:
+        s = self.spec
+        return {"dataset": dict(s.dataset), "model": dict(s.model), "hyper": s.hyper}
+
+    def _execute(self, phase: str, epoch: int, w: int, s: int, limit: int | None,
+                 history: list[EpochRecord]) -> EpochRecord:
+        extra = self.store.job_extra(self.run.job_id)
+        samples = limit or self.n_train
+        plan = EpochPlan(job_id=self.run.job_id, phase=phase, epoch=epoch, workers=w, servers=s,
+                         seed=(TUNING_SEED if phase == "tuning" else TRAINING_SEED) + epoch, limit=limit,
+                         deadline_s=deadline_for(history, samples), checkpoint_in=extra["checkpoint"],
+                         checkpoint_out=str(self.run.work_dir / "checkpoints" / f"{phase}-{epoch:04d}"),
+                         task=self._task())
+        (self.run.work_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+        self.store.update_job(self.run.job_id, status=phase, workers=w, servers=s, epoch=epoch,
+                              message=f"{phase} epoch {epoch} on ({w}, {s})")
+        started = time.time()
+        outcome: EpochOutcome = self.runner.run(plan, self._stop_requested)
+        cost = measured_cost(outcome.function_s, self.spec.resources, self.spec.prices)
+        rec = EpochRecord(job_id=self.run.job_id, phase=phase, epoch=epoch, workers=w, servers=s,
+                          train_loss=outcome.train_loss, val_loss=outcome.val_loss,
+                          duration_s=outcome.wall_s, samples=outcome.samples,
+                          samples_per_s=outcome.samples_per_s, cost=cost, retries=outcome.retries,
+                          started_at=started, finished_at=time.time())
+        self.store.record_epoch(rec)
+        job = self.store.job(self.run.job_id)
+        self.store.update_job(self.run.job_id, spent=job.spent + cost, val_loss=outcome.val_loss,
+                              checkpoint=outcome.checkpoint)
+        self._prune_checkpoints(outcome.checkpoint)
+        return rec
+
+    def _prune_checkpoints(self, keep: str) -> None:
+        import shutil
+
+        for p in (self.run.work_dir / "checkpoints").iterdir():
+            if str(p) != keep and not p.name.startswith("."):
+                shutil.rmtree(p, ignore_errors=True)
+
+    # -- models ----------------------------------------------------------------------------
+    def _speed(self, history: list[EpochRecord]):
+        samples = [SpeedSample(r.workers, r.servers, r.samples_per_s, self.spec.batch_size)
+                   for r in history if r.samples_per_s > 0]
+        try:
+            return fit_speed(samples) if samples else None
+        except EstimateError:
+            return None
+
+    def _convergence(self, history: list[EpochRecord]):
+        try:
+            return fit_convergence(self._progress(history), [r.val_loss for r in history])
+        except EstimateError:
+            return None
+
+    def _epoch_seconds(self, history: list[EpochRecord], speed, w: int, s: int) -> float | None:
+        """Predicted wall time of a whole training epoch on (w, s): training + measured overhead."""
+        if speed is None or not history:
+            return None
+        overhead = sorted(max(0.0, r.duration_s - r.samples / r.samples_per_s) for r in history
+                          if r.samples_per_s > 0)
+        rate = speed.predict(w, s)
+        if not rate or rate <= 0 or not math.isfinite(rate):
+            return None
+        return self.n_train / rate + (overhead[len(overhead) // 2] if overhead else 0.0)
+
+    def _streak(self, history: list[EpochRecord]) -> int:
+        n = 0
+        for r in reversed([r for r in history if r.phase == "training"]):
+            if r.val_loss > self.spec.target_loss:
+                break
+            n += 1
+        return n
+
+    def _update_eta(self, history: list[EpochRecord], w: int, s: int):
+        fit, speed = self._convergence(history), self._speed(history)
+        if fit is None:
+            return None
+        seconds = self._epoch_seconds(history, speed, w, s) or history[-1].duration_s
+        e = eta(fit, self.spec.target_loss, self.spec.consecutive, self._progress(history)[-1], seconds,
+                self._streak(history))
+        info = {"epochs_left": e.epochs_left, "lo": e.lo, "hi": e.hi, "seconds": e.seconds,
+                "seconds_lo": e.seconds_lo, "seconds_hi": e.seconds_hi, "reachable": e.reachable,
+                "asymptote": e.asymptote, "at": time.time()}
+        self.store.update_job(self.run.job_id, eta=info)
+        return e
+
+    def _demand(self, history: list[EpochRecord]) -> JobDemand:
+        spent = self.store.job(self.run.job_id).spent
+        remaining_epochs = None
+        e = self._update_eta(history, 1, 1) if history else None
+        if e is not None and e.epochs_left is not None:
+            remaining_epochs = float(max(1, e.epochs_left))
+        return JobDemand(
+            job_id=self.run.job_id, speed=self._speed(history), remaining_epochs=remaining_epochs,
+            samples_per_epoch=float(self.n_train), max_workers=self.spec.max_workers,
+            max_servers=self.spec.max_servers,
+            static=(self.spec.workers, self.spec.servers) if self.spec.allocation == "static" else None,
+            resources=self.spec.resources,
+            epoch_budget=epoch_budget(self.spec.budget - spent, remaining_epochs), prices=self.spec.prices)
+
+    # -- the loop --------------------------------------------------------------------------
+    def run_job(self) -> str:
+        jid = self.run.job_id
+        try:
+            return self._run()
+        except EpochFailed as e:
+            return self._finish("stopped" if self._stop_requested() else "failed", str(e))
+        except CoachError as e:
+            return self._finish("failed", str(e))
+        except Exception as e:  # a bug: keep the state, say what happened, never hide it
+            self._event("internal_error", traceback.format_exc())
+            return self._finish("failed", f"internal error: {type(e).__name__}: {e} (details: coach events {jid})")
+        finally:
+            self.run.coordinator.release(jid, done=True)
+            self.run.backend.teardown(jid)
+
+    def _budget_left(self) -> float:
+        return self.spec.budget - self.store.job(self.run.job_id).spent
+
+    def _run(self) -> str:
+        spec, coord = self.spec, self.run.coordinator
+        history = self._history()
+        first = self._demand([])
+        if not coord.fits_alone(first):
+            return self._finish("failed", f"the job's minimum ({'static ' if first.static else ''}"
+                                f"{first.static or (1, 1)}) does not fit the backend's capacity "
+                                f"({coord.capacity.cpu:g} cores, {coord.capacity.memory_gib:g} GiB)")
+        if spec.allocation == "dynamic" and not history:
+            configs = [(w, s) for w, s in TUNING_CONFIGS if w <= spec.max_workers and s <= spec.max_servers]
+            for i, (w, s) in enumerate(configs, 1):
+                if self._stop_requested():
+                    return self._finish("stopped", "stopped by request during tuning")
+                if self._budget_left() <= 0:
+                    break
+                demand = JobDemand(job_id=self.run.job_id, speed=None, remaining_epochs=None,
+                                   samples_per_epoch=float(self.n_train), static=(w, s),
+                                   resources=spec.resources, prices=spec.prices)
+                alloc = coord.acquire(demand, self._waiting, timeout_s=None if i == 1 else TUNING_WAIT_S)
+                if alloc is None:
+                    self._event("tuning_skipped", f"({w}, {s}) did not fit the free capacity in time")
+                    continue
+                try:
+                    history.append(self._execute("tuning", i, w, s, spec.tuning_samples, history))
+                finally:
+                    coord.release(self.run.job_id)
+        epoch = len([r for r in history if r.phase == "training"])
+        while True:
+            if self._streak(history) >= spec.consecutive:
+                last = history[-1]
+                return self._finish("succeeded", f"validation loss {last.val_loss:.4f} ≤ target "
+                                    f"{spec.target_loss:g} for {spec.consecutive} epochs in a row")
+            if epoch >= spec.max_epochs:
+                return self._finish("max_epochs", f"reached max_epochs ({spec.max_epochs}) at validation "
+                                    f"loss {history[-1].val_loss:.4f} (target {spec.target_loss:g})")
+            if self._stop_requested():
+                return self._finish("stopped", f"stopped by request after training epoch {epoch}")
+            left = self._budget_left()
+            if left <= 0:
+                return self._budget_exhausted(left)
+            demand = self._demand(history)
+            alloc = coord.acquire(demand, self._waiting)
+            try:
+                seconds = self._epoch_seconds(history, demand.speed, alloc.workers, alloc.servers)
+                if seconds is not None:
+                    predicted = epoch_cost(alloc.workers, alloc.servers, spec.resources, seconds, spec.prices)
+                    if predicted > left:
+                        return self._budget_exhausted(left, predicted)
+                if history:
+                    self._event("plan", f"epoch {epoch + 1}: ({alloc.workers}, {alloc.servers}): {alloc.reason}")
+                epoch += 1
+                history.append(self._execute("training", epoch, alloc.workers, alloc.servers, None, history))
+            finally:
+                coord.release(self.run.job_id)
+            self._update_eta(history, alloc.workers, alloc.servers)
+
+    def _budget_exhausted(self, left: float, predicted: float | None = None) -> str:
+        job = self.store.job(self.run.job_id)
+        why = (f"the next epoch would cost {predicted:.4g} but only {left:.4g} is left" if predicted
+               else f"spent {job.spent:.4g} of {self.spec.budget:g}")
+        return self._finish("budget_exhausted", f"budget exhausted: {why}; checkpoint kept, "
+                            f"validation loss {job.val_loss if job.val_loss is not None else float('nan'):.4f}")
+
+    def _waiting(self, why: str) -> None:
+        job = self.store.job(self.run.job_id)
+        if job.message != why:
+            self.store.update_job(self.run.job_id, message=why)

@@ -1,0 +1,59 @@
+"""Run several jobs at once on one backend: one loop thread per job, one shared Coordinator."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import uuid
+from pathlib import Path
+from typing import Callable
+
+from coach.backends.base import Backend
+from coach.job.coordinator import Coordinator
+from coach.job.loop import JobLoop, JobRun
+from coach.spec import JobSpec
+from coach.state.store import Store, coach_home
+
+
+def new_job_id(name: str) -> str:
+    return f"{name}-{uuid.uuid4().hex[:6]}"
+
+
+def register(spec: JobSpec, store: Store) -> str:
+    """Record a new job (status queued) and return its id."""
+    job_id = new_job_id(spec.name)
+    store.create_job(job_id, spec.name, spec.source, dataclasses.asdict(spec), spec.target_loss, spec.budget)
+    store.add_event(job_id, "submitted", f"from {spec.source}")
+    return job_id
+
+
+def run_jobs(jobs: dict[str, JobSpec], backend: Backend, store: Store,
+             watch: Callable[[list[str], Callable[[], bool]], None] | None = None,
+             home: Path | None = None) -> dict[str, str]:
+    """Run every job to a final status, concurrently; `watch` renders progress meanwhile."""
+    coordinator = Coordinator(backend.capacity)
+    statuses: dict[str, str] = {}
+    home = home or coach_home()
+
+    def one(job_id: str, spec: JobSpec) -> None:
+        try:
+            loop = JobLoop(JobRun(spec, job_id, store, backend, coordinator, home / "jobs" / job_id))
+            statuses[job_id] = loop.run_job()
+        except Exception as e:  # the loop could not even start (e.g. dataset unreadable)
+            store.update_job(job_id, status="failed", message=f"{type(e).__name__}: {e}")
+            statuses[job_id] = "failed"
+
+    threads = [threading.Thread(target=one, args=(jid, spec), name=f"job-{jid}", daemon=True)
+               for jid, spec in jobs.items()]
+    for t in threads:
+        t.start()
+    if watch is not None:
+        watch(list(jobs), lambda: all(not t.is_alive() for t in threads))
+    for t in threads:
+        t.join()
+    return statuses
+
+
+def request_stop(store: Store, job_ids: list[str]) -> None:
+    for jid in job_ids:
+        store.update_job(jid, stop_requested=1)

@@ -1,0 +1,272 @@
+"""Job files: YAML in, a validated JobSpec out, or a SpecError naming file, field and problem.
+
+    name: lenet-mnist
+    model: lenet                 # lenet | mlp | resnet18 | path/to/model.py (defines build(num_classes))
+    dataset: mnist-5k            # mnist-5k | digits | synthetic | {name: cifar10, path: ~/cifar-10-batches-py}
+    target_loss: 0.1             # validation cross-entropy to reach
+    budget: 1.0                  # in the prices' currency
+    ...                          # see FIELDS below and the README's job file reference
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from coach.data import DATASETS
+from coach.errors import SpecError
+from coach.estimate.cost import DEFAULT_CPU_CORE_SECOND_PRICE, DEFAULT_GIB_SECOND_PRICE, Prices, RoleResources
+from coach.models import BUILTIN_MODELS
+
+ROLES = ("scheduler", "server", "worker")
+OPTIMIZERS = ("sgd", "nag", "adam", "rmsprop", "adagrad")
+DEFAULT_RESOURCES = {"scheduler": RoleResources(0.1, 0.25), "server": RoleResources(0.25, 0.5),
+                     "worker": RoleResources(0.5, 1.0)}
+NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A job as the loop runs it; every field already validated."""
+
+    source: str
+    name: str
+    model: dict[str, Any]                  # {"name": "lenet"} or {"file": "/abs/model.py"}
+    dataset: dict[str, Any]                # {"name": "mnist-5k", **options}
+    target_loss: float
+    budget: float
+    batch_size: int                        # global batch per synchronous step, whatever w is
+    optimizer: str
+    learning_rate: float
+    momentum: float
+    weight_decay: float
+    allocation: str                        # dynamic | static
+    workers: int                           # static: exactly; dynamic: first guess after tuning
+    servers: int
+    max_workers: int
+    max_servers: int
+    resources: dict[str, RoleResources]
+    scheduler: str                         # default | gang (placement on clusters)
+    consecutive: int                       # epochs at or below target in a row to stop
+    max_epochs: int
+    tuning_samples: int                    # samples per tuning mini-epoch (equal for every (w, s))
+    max_retries: int                       # retries of one epoch before the job fails
+    prices: Prices = field(default_factory=Prices)
+
+    @property
+    def hyper(self) -> dict[str, Any]:
+        return {"batch_size": self.batch_size, "optimizer": self.optimizer,
+                "learning_rate": self.learning_rate, "momentum": self.momentum,
+                "weight_decay": self.weight_decay}
+
+
+FIELDS = {
+    "name", "model", "dataset", "target_loss", "budget", "batch_size", "optimizer",
+    "learning_rate", "momentum", "weight_decay", "allocation", "workers", "servers", "max_workers",
+    "max_servers", "resources", "scheduler", "consecutive", "max_epochs", "tuning_samples",
+    "max_retries", "prices",
+}
+
+
+class _Reader:
+    """Typed look-ups into the parsed YAML that fail with the file and field named."""
+
+    def __init__(self, source: str, data: dict[str, Any]) -> None:
+        self.source, self.data = source, data
+
+    def fail(self, field: str, problem: str) -> SpecError:
+        return SpecError(self.source, field, problem)
+
+    def number(self, key: str, default: float | None = None, *, gt: float | None = None,
+               ge: float | None = None, integer: bool = False, data: dict[str, Any] | None = None,
+               prefix: str = "") -> Any:
+        d = self.data if data is None else data
+        name = prefix + key
+        if key not in d or d[key] is None:
+            if default is None:
+                raise self.fail(name, "missing (required)")
+            return default
+        v = d[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise self.fail(name, f"must be a number, got {v!r}")
+        if integer and (not float(v).is_integer()):
+            raise self.fail(name, f"must be a whole number, got {v!r}")
+        if not math.isfinite(v):
+            raise self.fail(name, f"must be finite, got {v!r}")
+        if gt is not None and not v > gt:
+            raise self.fail(name, f"must be > {gt:g}, got {v!r}")
+        if ge is not None and not v >= ge:
+            raise self.fail(name, f"must be >= {ge:g}, got {v!r}")
+        return int(v) if integer else float(v)
+
+    def choice(self, key: str, choices: tuple[str, ...], default: str) -> str:
+        v = self.data.get(key, default)
+        if v is None:
+            v = default
+        if not isinstance(v, str) or v not in choices:
+            raise self.fail(key, f"must be one of {', '.join(choices)}, got {v!r}")
+        return v
+
+
+def _memory_gib(r: _Reader, value: Any, name: str) -> float:
+    """Kubernetes quantities (512Mi, 1Gi, 1G) or plain GiB numbers."""
+    units = {"Ki": 2**-20, "Mi": 2**-10, "Gi": 1.0, "Ti": 2**10, "K": 1e3 / 2**30, "M": 1e6 / 2**30,
+             "G": 1e9 / 2**30}
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|K|M|G)?", str(value).strip())
+    if not m or float(m.group(1)) <= 0:
+        raise r.fail(name, f"must be a memory size like 512Mi or 2Gi, got {value!r}")
+    return float(m.group(1)) * units.get(m.group(2) or "Gi", 1.0)
+
+
+def _cpu(r: _Reader, value: Any, name: str) -> float:
+    """Kubernetes CPU quantities (500m, 0.5, 2)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    m = re.fullmatch(r"(\d+)m", str(value).strip())
+    if not m or int(m.group(1)) <= 0:
+        raise r.fail(name, f"must be cores like 0.5 or 500m, got {value!r}")
+    return int(m.group(1)) / 1000
+
+
+def _model(r: _Reader, base: Path) -> dict[str, Any]:
+    v = r.data.get("model")
+    if v is None:
+        raise r.fail("model", f"missing (required): one of {', '.join(BUILTIN_MODELS)} or a .py file")
+    if isinstance(v, dict):
+        v = v.get("file") or v.get("name")
+    if not isinstance(v, str) or not v:
+        raise r.fail("model", f"must be a model name or a .py file, got {r.data.get('model')!r}")
+    if v.endswith(".py"):
+        path = (base / Path(v).expanduser()).resolve()
+        if not path.is_file():
+            raise r.fail("model", f"model file {path} does not exist")
+        text = path.read_text()
+        if not re.search(r"^def build\(", text, re.M):
+            raise r.fail("model", f"{path} must define build(num_classes) returning a gluon Block")
+        return {"file": str(path)}
+    if v not in BUILTIN_MODELS:
+        raise r.fail("model", f"unknown model {v!r}; choose one of {', '.join(BUILTIN_MODELS)} or a .py file")
+    return {"name": v}
+
+
+def _dataset(r: _Reader, base: Path) -> dict[str, Any]:
+    v = r.data.get("dataset")
+    if v is None:
+        raise r.fail("dataset", f"missing (required): one of {', '.join(DATASETS)}")
+    d = {"name": v} if isinstance(v, str) else v
+    if not isinstance(d, dict) or not isinstance(d.get("name"), str):
+        raise r.fail("dataset", f"must be a dataset name or a mapping with `name:`, got {v!r}")
+    if d["name"] not in DATASETS:
+        raise r.fail("dataset.name", f"unknown dataset {d['name']!r}; choose one of {', '.join(DATASETS)}")
+    d = dict(d)
+    if d["name"] == "cifar10":
+        from coach.data.datasets import CIFAR_HELP
+
+        if not d.get("path"):
+            raise r.fail("dataset.path", f"cifar10 needs a local folder; {CIFAR_HELP}")
+        root = (base / Path(str(d["path"])).expanduser()).resolve()
+        missing = [n for n in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"] if not (root / n).is_file()]
+        if missing:
+            raise r.fail("dataset.path", f"{root} lacks {', '.join(missing)}; {CIFAR_HELP}")
+        d["path"] = str(root)
+    if d["name"] == "synthetic":
+        for key in ("samples", "classes"):
+            if key in d:
+                d[key] = r.number(key, data=d, integer=True, ge=2, prefix="dataset.")
+    return d
+
+
+def _resources(r: _Reader) -> dict[str, RoleResources]:
+    v = r.data.get("resources") or {}
+    if not isinstance(v, dict):
+        raise r.fail("resources", f"must map roles ({', '.join(ROLES)}) to cpu/memory, got {v!r}")
+    out = dict(DEFAULT_RESOURCES)
+    for role, res in v.items():
+        if role not in ROLES:
+            raise r.fail(f"resources.{role}", f"unknown role; choose from {', '.join(ROLES)}")
+        if not isinstance(res, dict) or set(res) - {"cpu", "memory"}:
+            raise r.fail(f"resources.{role}", f"must be a mapping with cpu and/or memory, got {res!r}")
+        cpu = _cpu(r, res["cpu"], f"resources.{role}.cpu") if "cpu" in res else out[role].cpu
+        mem = _memory_gib(r, res["memory"], f"resources.{role}.memory") if "memory" in res else out[role].memory_gib
+        out[role] = RoleResources(cpu, mem)
+    return out
+
+
+def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
+    """Validate parsed YAML into a JobSpec; `source` names the file in every message."""
+    if not isinstance(data, dict):
+        raise SpecError(source, "", f"must be a YAML mapping of job fields, got {type(data).__name__}")
+    r = _Reader(source, data)
+    unknown = sorted(set(map(str, data)) - FIELDS)
+    if unknown:
+        raise r.fail(unknown[0], f"unknown field; known fields: {', '.join(sorted(FIELDS))}")
+    base = base or Path.cwd()
+    name = data.get("name")
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise r.fail("name", f"must be 1-40 lowercase letters, digits or '-', got {name!r}")
+    allocation = r.choice("allocation", ("dynamic", "static"), "dynamic")
+    max_workers = r.number("max_workers", 8, integer=True, ge=1)
+    max_servers = r.number("max_servers", 4, integer=True, ge=1)
+    if allocation == "static":
+        for key in ("workers", "servers"):
+            if key not in data:
+                raise r.fail(key, "missing: a static allocation needs workers and servers")
+    workers = r.number("workers", 1, integer=True, ge=1)
+    servers = r.number("servers", 1, integer=True, ge=1)
+    if workers > max_workers:
+        raise r.fail("workers", f"must be <= max_workers ({max_workers}), got {workers}")
+    if servers > max_servers:
+        raise r.fail("servers", f"must be <= max_servers ({max_servers}), got {servers}")
+    batch_size = r.number("batch_size", 64, integer=True, ge=1)
+    if batch_size < max_workers:
+        raise r.fail("batch_size", f"must be >= max_workers ({max_workers}) so every worker gets a sample per step")
+    prices = data.get("prices") or {}
+    if not isinstance(prices, dict) or set(prices) - {"cpu_core_second", "gib_second"}:
+        raise r.fail("prices", f"must be a mapping with cpu_core_second and/or gib_second, got {prices!r}")
+    return JobSpec(
+        source=source, name=name, model=_model(r, base), dataset=_dataset(r, base),
+        target_loss=r.number("target_loss", gt=0), budget=r.number("budget", gt=0),
+        batch_size=batch_size, optimizer=r.choice("optimizer", OPTIMIZERS, "sgd"),
+        learning_rate=r.number("learning_rate", 0.05, gt=0), momentum=r.number("momentum", 0.9, ge=0),
+        weight_decay=r.number("weight_decay", 0.0, ge=0), allocation=allocation,
+        workers=workers, servers=servers, max_workers=max_workers, max_servers=max_servers,
+        resources=_resources(r), scheduler=r.choice("scheduler", ("default", "gang"), "default"),
+        consecutive=r.number("consecutive", 3, integer=True, ge=1),
+        max_epochs=r.number("max_epochs", 50, integer=True, ge=1),
+        tuning_samples=r.number("tuning_samples", 1024, integer=True, ge=1),
+        max_retries=r.number("max_retries", 3, integer=True, ge=0),
+        prices=Prices(r.number("cpu_core_second", DEFAULT_CPU_CORE_SECOND_PRICE, ge=0, data=prices, prefix="prices."),
+                      r.number("gib_second", DEFAULT_GIB_SECOND_PRICE, ge=0, data=prices, prefix="prices.")),
+    )
+
+
+def load_spec(path: str | Path) -> JobSpec:
+    """Read and validate one job file."""
+    p = Path(path)
+    source = str(path)
+    if not p.is_file():
+        raise SpecError(source, "", "no such file" if not p.exists() else "not a regular file")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "YAML"
+        raise SpecError(source, where, f"not valid YAML: {getattr(e, 'problem', e)}") from None
+    except UnicodeDecodeError:
+        raise SpecError(source, "", "not a text file") from None
+    return parse_spec(data, source, p.parent)
+
+
+def spec_from_dict(d: dict[str, Any]) -> JobSpec:
+    """Rebuild the JobSpec recorded at submission (for `coach resume`)."""
+    d = dict(d)
+    d["resources"] = {k: RoleResources(**v) for k, v in d["resources"].items()}
+    d["prices"] = Prices(**d["prices"])
+    return JobSpec(**d)

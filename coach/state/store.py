@@ -1,0 +1,164 @@
+"""The embedded state store: one SQLite file with jobs, epochs and events.
+
+SQLite in WAL mode lets `coach status` read while `coach submit` writes, from other
+processes. Every operation opens its own short connection, so job threads never share one.
+An epoch is keyed by (job, phase, epoch): it can be recorded once, never twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from contextlib import contextmanager
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, Iterator
+
+from coach.errors import StateError
+from coach.state.records import EpochRecord, JobRecord
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    job_id TEXT PRIMARY KEY, name TEXT NOT NULL, spec_path TEXT NOT NULL, spec_json TEXT NOT NULL,
+    status TEXT NOT NULL, target_loss REAL NOT NULL, budget REAL NOT NULL, spent REAL NOT NULL DEFAULT 0,
+    workers INTEGER NOT NULL DEFAULT 0, servers INTEGER NOT NULL DEFAULT 0, epoch INTEGER NOT NULL DEFAULT 0,
+    val_loss REAL, message TEXT NOT NULL DEFAULT '', checkpoint TEXT, eta_json TEXT NOT NULL DEFAULT '{}',
+    stop_requested INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, updated_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS epochs (
+    job_id TEXT NOT NULL REFERENCES jobs(job_id), phase TEXT NOT NULL, epoch INTEGER NOT NULL,
+    workers INTEGER NOT NULL, servers INTEGER NOT NULL, train_loss REAL NOT NULL, val_loss REAL NOT NULL,
+    duration_s REAL NOT NULL, samples INTEGER NOT NULL, samples_per_s REAL NOT NULL, cost REAL NOT NULL,
+    retries INTEGER NOT NULL, started_at REAL NOT NULL, finished_at REAL NOT NULL,
+    PRIMARY KEY (job_id, phase, epoch));
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, ts REAL NOT NULL, kind TEXT NOT NULL,
+    message TEXT NOT NULL);
+"""
+
+_JOB_COLUMNS = ("job_id", "name", "spec_path", "status", "target_loss", "budget", "spent", "workers",
+                "servers", "epoch", "val_loss", "message", "created_at", "updated_at")
+_EPOCH_COLUMNS = tuple(f.name for f in fields(EpochRecord))
+
+
+def coach_home() -> Path:
+    """Where Coach keeps its state: $COACH_HOME, else $XDG_DATA_HOME/coach, else ~/.local/share/coach."""
+    if os.environ.get("COACH_HOME"):
+        return Path(os.environ["COACH_HOME"]).expanduser()
+    return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")).expanduser() / "coach"
+
+
+class Store:
+    """Jobs, epochs and events of every run on this machine."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = Path(path) if path else coach_home() / "coach.db"
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self._connect() as c:
+                c.execute("PRAGMA journal_mode=WAL")
+                c.executescript(SCHEMA)
+        except sqlite3.DatabaseError as e:
+            raise StateError(f"{self.path}: cannot open the state store: {e}") from None
+        except OSError as e:
+            raise StateError(f"{self.path}: cannot create the state store: {e.strerror}") from None
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        c = sqlite3.connect(self.path, timeout=30)
+        c.row_factory = sqlite3.Row
+        try:
+            with c:
+                yield c
+        finally:
+            c.close()
+
+    # -- jobs ------------------------------------------------------------------------------
+    def create_job(self, job_id: str, name: str, spec_path: str, spec_json: dict[str, Any],
+                   target_loss: float, budget: float) -> JobRecord:
+        now = time.time()
+        with self._connect() as c:
+            c.execute("INSERT INTO jobs (job_id, name, spec_path, spec_json, status, target_loss, budget, "
+                      "created_at, updated_at) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?)",
+                      (job_id, name, spec_path, json.dumps(spec_json), target_loss, budget, now, now))
+        return self.job(job_id)
+
+    def update_job(self, job_id: str, **values: Any) -> None:
+        if "eta" in values:
+            values["eta_json"] = json.dumps(values.pop("eta") or {})
+        allowed = set(_JOB_COLUMNS) | {"eta_json", "checkpoint", "stop_requested"}
+        bad = set(values) - allowed
+        if bad:
+            raise ValueError(f"unknown job columns {sorted(bad)}")
+        values["updated_at"] = time.time()
+        cols = ", ".join(f"{k} = ?" for k in values)
+        with self._connect() as c:
+            c.execute(f"UPDATE jobs SET {cols} WHERE job_id = ?", (*values.values(), job_id))
+
+    def _row_to_job(self, row: sqlite3.Row) -> JobRecord:
+        job = JobRecord(**{k: row[k] for k in _JOB_COLUMNS})
+        job.eta = json.loads(row["eta_json"] or "{}")
+        return job
+
+    def resolve(self, job_id: str) -> str:
+        """The full id of a job given its id or an unambiguous prefix of it."""
+        with self._connect() as c:
+            rows = c.execute("SELECT job_id FROM jobs WHERE job_id = ? OR job_id LIKE ? ORDER BY job_id",
+                             (job_id, job_id.replace("%", "") + "%")).fetchall()
+        ids = [r["job_id"] for r in rows]
+        if job_id in ids:
+            return job_id
+        if not ids:
+            raise StateError(f"no job {job_id!r} in {self.path}; `coach status` lists the jobs")
+        if len(ids) > 1:
+            raise StateError(f"job id {job_id!r} is ambiguous: {', '.join(ids[:5])}")
+        return ids[0]
+
+    def job(self, job_id: str) -> JobRecord:
+        full = self.resolve(job_id)
+        with self._connect() as c:
+            row = c.execute("SELECT * FROM jobs WHERE job_id = ?", (full,)).fetchone()
+        return self._row_to_job(row)
+
+    def job_extra(self, job_id: str) -> dict[str, Any]:
+        """The fields the job loop needs to resume: the spec as submitted, the last checkpoint."""
+        with self._connect() as c:
+            row = c.execute("SELECT spec_json, checkpoint, stop_requested FROM jobs WHERE job_id = ?",
+                            (self.resolve(job_id),)).fetchone()
+        return {"spec": json.loads(row["spec_json"]), "checkpoint": row["checkpoint"],
+                "stop_requested": bool(row["stop_requested"])}
+
+    def jobs(self) -> list[JobRecord]:
+        with self._connect() as c:
+            rows = c.execute("SELECT * FROM jobs ORDER BY created_at").fetchall()
+        return [self._row_to_job(r) for r in rows]
+
+    # -- epochs ----------------------------------------------------------------------------
+    def record_epoch(self, rec: EpochRecord) -> None:
+        marks = ", ".join("?" for _ in _EPOCH_COLUMNS)
+        try:
+            with self._connect() as c:
+                c.execute(f"INSERT INTO epochs ({', '.join(_EPOCH_COLUMNS)}) VALUES ({marks})",
+                          tuple(getattr(rec, k) for k in _EPOCH_COLUMNS))
+        except sqlite3.IntegrityError:
+            raise StateError(f"{rec.job_id}: {rec.phase} epoch {rec.epoch} is already recorded") from None
+
+    def epochs(self, job_id: str, phase: str | None = None) -> list[EpochRecord]:
+        q = "SELECT * FROM epochs WHERE job_id = ?" + (" AND phase = ?" if phase else "")
+        args = (self.resolve(job_id),) + ((phase,) if phase else ())
+        with self._connect() as c:
+            rows = c.execute(q + " ORDER BY started_at, phase DESC, epoch", args).fetchall()
+        return [EpochRecord(**{k: r[k] for k in _EPOCH_COLUMNS}) for r in rows]
+
+    # -- events ----------------------------------------------------------------------------
+    def add_event(self, job_id: str, kind: str, message: str) -> None:
+        with self._connect() as c:
+            c.execute("INSERT INTO events (job_id, ts, kind, message) VALUES (?, ?, ?, ?)",
+                      (job_id, time.time(), kind, message))
+
+    def events(self, job_id: str) -> list[dict[str, Any]]:
+        with self._connect() as c:
+            rows = c.execute("SELECT ts, kind, message FROM events WHERE job_id = ? ORDER BY id",
+                             (self.resolve(job_id),)).fetchall()
+        return [dict(r) for r in rows]
