@@ -1,0 +1,136 @@
+// Package core holds the gang decisions as plain functions of plain data, so
+// they are tested without a scheduler: whether a job may enter the queue,
+// whether its minimum group fits the free capacity, and what Permit does.
+package core
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/coach/scheduler_plugins/pkg/jobs"
+)
+
+// Admit says whether a job's pods may be scheduled at all (thesis
+// Algorithm 2, made strict): every role must exist, and the job must have at
+// least its minimum group of pods, since a smaller job could never start.
+func Admit(v jobs.JobView) (bool, string) {
+	if missing := v.MissingRoles(); len(missing) > 0 {
+		names := make([]string, len(missing))
+		for i, r := range missing {
+			names[i] = string(r)
+		}
+		return false, fmt.Sprintf("job %s has no %s pod yet", v.Key, strings.Join(names, ", "))
+	}
+	if v.Pods < v.MinGroup {
+		return false, fmt.Sprintf("job %s has %d of the %d pods of its minimum group", v.Key, v.Pods, v.MinGroup)
+	}
+	return true, ""
+}
+
+// Free is the capacity left on one node.
+type Free struct {
+	MilliCPU int64
+	Memory   int64
+	Pods     int
+}
+
+func (f *Free) take(r jobs.Request) bool {
+	if f.Pods < 1 || f.MilliCPU < r.MilliCPU || f.Memory < r.Memory {
+		return false
+	}
+	f.Pods--
+	f.MilliCPU -= r.MilliCPU
+	f.Memory -= r.Memory
+	return true
+}
+
+// Outstanding is how many more pods a job needs for its minimum group.
+// Requests are the smallest ones of its unplaced pods (an optimistic guess:
+// the check must never refuse a group that would fit).
+func Outstanding(v jobs.JobView, waiting int) []jobs.Request {
+	need := v.MinGroup - v.Placed() - waiting
+	if need <= 0 {
+		return nil
+	}
+	// Unplaced includes the waiting pods; they already hold their node.
+	pool := v.Unplaced
+	if need > len(pool) {
+		need = len(pool)
+	}
+	return pool[:need]
+}
+
+// GroupFits reports whether demand can be packed into the free capacity after
+// the outstanding demands of groups already in flight (those holding pods at
+// the Permit barrier) have been set aside: a new group must not take what an
+// in-flight group still needs, or both would wait half-placed (the
+// interleaving deadlock). Packing is first-fit decreasing, per node.
+func GroupFits(free []Free, inFlight [][]jobs.Request, demand []jobs.Request) bool {
+	nodes := make([]Free, len(free))
+	copy(nodes, free)
+	for _, d := range inFlight {
+		trial := make([]Free, len(nodes))
+		copy(trial, nodes)
+		if pack(trial, d) {
+			nodes = trial
+		}
+		// a group that cannot fit anyway reserves nothing: it will be released
+	}
+	return pack(nodes, demand)
+}
+
+func pack(nodes []Free, demand []jobs.Request) bool {
+	d := make([]jobs.Request, len(demand))
+	copy(d, demand)
+	sort.Slice(d, func(a, b int) bool {
+		if d[a].MilliCPU != d[b].MilliCPU {
+			return d[a].MilliCPU > d[b].MilliCPU
+		}
+		return d[a].Memory > d[b].Memory
+	})
+	for _, r := range d {
+		placed := false
+		for i := range nodes {
+			if nodes[i].take(r) {
+				placed = true
+				break
+			}
+		}
+		if !placed {
+			return false
+		}
+	}
+	return true
+}
+
+// Decision is what Permit does with a pod.
+type Decision int
+
+const (
+	// Wait holds the pod at the barrier.
+	Wait Decision = iota
+	// AllowGroup lets the pod and every waiting pod of its job through:
+	// with it the minimum group is complete.
+	AllowGroup
+	// AllowExtra lets the pod through alone: the job's minimum group is
+	// already bound or being bound, so this is an elastic extra.
+	AllowExtra
+)
+
+func (d Decision) String() string {
+	return [...]string{"Wait", "AllowGroup", "AllowExtra"}[d]
+}
+
+// Permit decides for one pod of a job whose placed pods (bound or being
+// bound, not counting this one) and waiting pods are given.
+func Permit(placed, waiting, minGroup int) Decision {
+	switch {
+	case placed >= minGroup:
+		return AllowExtra
+	case placed+waiting+1 >= minGroup:
+		return AllowGroup
+	default:
+		return Wait
+	}
+}

@@ -1,0 +1,285 @@
+// Package gang is Coach's gang admission: a job's pods enter the queue only
+// once all its roles (and at least its minimum group of pods) exist; the
+// minimum group is then placed all-or-nothing through a Permit barrier; pods
+// beyond the minimum are elastic extras placed one by one.
+package gang
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	"github.com/coach/scheduler_plugins/pkg/gang/core"
+	"github.com/coach/scheduler_plugins/pkg/jobs"
+)
+
+// Name is the plugin's name in the scheduler configuration.
+const Name = "CoachGang"
+
+// DefaultPermitTimeoutSeconds bounds how long a partly placed minimum group
+// may hold its nodes before all its pods are released and backed off.
+const DefaultPermitTimeoutSeconds = 30
+
+// Args are the plugin's arguments (pluginConfig of the profile).
+type Args struct {
+	// PermitTimeoutSeconds is how long pods wait at the barrier for the rest
+	// of their minimum group.
+	PermitTimeoutSeconds int64 `json:"permitTimeoutSeconds,omitempty"`
+}
+
+// Plugin implements the gang extension points.
+type Plugin struct {
+	handle   fwk.Handle
+	registry *jobs.Registry
+	timeout  time.Duration
+}
+
+var (
+	_ fwk.PreEnqueuePlugin  = &Plugin{}
+	_ fwk.PreFilterPlugin   = &Plugin{}
+	_ fwk.PostFilterPlugin  = &Plugin{}
+	_ fwk.ReservePlugin     = &Plugin{}
+	_ fwk.PermitPlugin      = &Plugin{}
+	_ fwk.EnqueueExtensions = &Plugin{}
+)
+
+// New builds the plugin from its arguments.
+func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	args, err := decodeArgs(obj)
+	if err != nil {
+		return nil, err
+	}
+	return &Plugin{
+		handle:   h,
+		registry: jobs.Shared(h.SharedInformerFactory()),
+		timeout:  time.Duration(args.PermitTimeoutSeconds) * time.Second,
+	}, nil
+}
+
+// NewWithRegistry builds the plugin on a given handle and registry (tests).
+func NewWithRegistry(h fwk.Handle, r *jobs.Registry, timeout time.Duration) *Plugin {
+	return &Plugin{handle: h, registry: r, timeout: timeout}
+}
+
+func decodeArgs(obj runtime.Object) (Args, error) {
+	args := Args{}
+	if obj != nil {
+		if err := frameworkruntime.DecodeInto(obj, &args); err != nil {
+			return args, fmt.Errorf("decoding %s args: %w", Name, err)
+		}
+	}
+	SetDefaults(&args)
+	return args, Validate(args)
+}
+
+// SetDefaults fills unset arguments.
+func SetDefaults(a *Args) {
+	if a.PermitTimeoutSeconds == 0 {
+		a.PermitTimeoutSeconds = DefaultPermitTimeoutSeconds
+	}
+}
+
+// Validate rejects arguments that cannot work.
+func Validate(a Args) error {
+	if a.PermitTimeoutSeconds < 1 {
+		return fmt.Errorf("%s: permitTimeoutSeconds must be at least 1, got %d", Name, a.PermitTimeoutSeconds)
+	}
+	return nil
+}
+
+// Name returns the plugin name.
+func (p *Plugin) Name() string { return Name }
+
+// PreEnqueue keeps a job's pods out of the active queue until the job has
+// all roles and its minimum group of pods (thesis Algorithm 2).
+func (p *Plugin) PreEnqueue(_ context.Context, pod *v1.Pod) *fwk.Status {
+	m, ok := jobs.MemberOf(pod)
+	if !ok {
+		return nil
+	}
+	p.registry.Observe(pod)
+	v, _ := p.registry.View(m.Job)
+	if ok, why := core.Admit(v); !ok {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
+	}
+	return nil
+}
+
+// EventsToRegister names the events that may let a rejected or gated pod on:
+// a pod of its job appearing, any pod going away (freeing room, or releasing
+// an in-flight group), and nodes appearing or growing.
+func (p *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add | fwk.UpdatePodLabel}, QueueingHintFn: p.sameJobAdded},
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeTaint}},
+	}, nil
+}
+
+func (p *Plugin) sameJobAdded(_ klog.Logger, pod *v1.Pod, _, newObj interface{}) (fwk.QueueingHint, error) {
+	added, ok := newObj.(*v1.Pod)
+	if !ok {
+		return fwk.Queue, nil
+	}
+	m, ok := jobs.MemberOf(pod)
+	if !ok {
+		return fwk.QueueSkip, nil
+	}
+	// The queue may deliver this event before the registry's own handler:
+	// observe the pod here so PreEnqueue sees it.
+	p.registry.Observe(added)
+	if o, ok := jobs.MemberOf(added); ok && o.Job == m.Job {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+// PreFilter refuses a pod whose job's minimum group cannot fit the free
+// capacity now, so no node is held for a group that cannot start.
+func (p *Plugin) PreFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	m, ok := jobs.MemberOf(pod)
+	if !ok {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	v, _ := p.registry.View(m.Job)
+	if ok, why := core.Admit(v); !ok {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
+	}
+	waiting := p.waitingByJob()
+	if v.Placed() >= v.MinGroup {
+		return nil, nil // an elastic extra: placed on its own
+	}
+	demand := core.Outstanding(v, waiting[m.Job])
+	var inFlight [][]jobs.Request
+	for job, n := range waiting {
+		if job == m.Job {
+			continue
+		}
+		if ov, ok := p.registry.View(job); ok {
+			inFlight = append(inFlight, core.Outstanding(ov, n))
+		}
+	}
+	free, err := p.freeCapacity()
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	if !core.GroupFits(free, inFlight, demand) {
+		p.release(ctx, m.Job, "minimum group does not fit")
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
+			"job %s: %d more pods of its minimum group of %d do not fit the free capacity", m.Job, len(demand), v.MinGroup))
+	}
+	return nil, nil
+}
+
+// PreFilterExtensions is not needed: the check is per job, not per node.
+func (p *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// PostFilter runs when a pod of a job found no node: the job's pods waiting
+// at the barrier are released at once rather than at the timeout.
+func (p *Plugin) PostFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	m, ok := jobs.MemberOf(pod)
+	if !ok {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	p.release(ctx, m.Job, "a pod of the group found no node")
+	return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("job %s: released its waiting pods", m.Job))
+}
+
+// Reserve does nothing; Unreserve is where a group is released.
+func (p *Plugin) Reserve(context.Context, fwk.CycleState, *v1.Pod, string) *fwk.Status { return nil }
+
+// Unreserve runs when a pod of a job is rejected at the barrier (timeout or
+// release) or fails to bind: the whole group goes, so no partial minimum
+// group keeps its nodes.
+func (p *Plugin) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+	m, ok := jobs.MemberOf(pod)
+	if !ok {
+		return
+	}
+	p.registry.Unpermit(pod)
+	p.release(ctx, m.Job, fmt.Sprintf("pod %s was unreserved", pod.Name))
+}
+
+// Permit is the all-or-nothing barrier for the job's minimum group.
+func (p *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.Status, time.Duration) {
+	m, ok := jobs.MemberOf(pod)
+	if !ok {
+		return nil, 0
+	}
+	v, _ := p.registry.View(m.Job)
+	var siblings []fwk.WaitingPod
+	p.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
+		if o, ok := jobs.MemberOf(wp.GetPod()); ok && o.Job == m.Job && wp.GetPod().UID != pod.UID {
+			siblings = append(siblings, wp)
+		}
+	})
+	d := core.Permit(v.Placed(), len(siblings), v.MinGroup)
+	logger := klog.FromContext(ctx)
+	switch d {
+	case core.AllowExtra:
+		p.registry.MarkPermitted(pod)
+		return nil, 0
+	case core.AllowGroup:
+		p.registry.MarkPermitted(pod)
+		for _, wp := range siblings {
+			p.registry.MarkPermitted(wp.GetPod())
+			wp.Allow(Name)
+		}
+		logger.V(2).Info("Minimum group complete", "job", m.Job.String(), "pods", len(siblings)+1+v.Placed())
+		return nil, 0
+	default:
+		logger.V(4).Info("Waiting for the rest of the group", "pod", klog.KObj(pod), "node", nodeName,
+			"job", m.Job.String(), "placed", v.Placed(), "waiting", len(siblings)+1, "minGroup", v.MinGroup)
+		return fwk.NewStatus(fwk.Wait, ""), p.timeout
+	}
+}
+
+// release rejects every pod of job waiting at the barrier.
+func (p *Plugin) release(ctx context.Context, job jobs.Key, why string) {
+	n := 0
+	p.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
+		if o, ok := jobs.MemberOf(wp.GetPod()); ok && o.Job == job {
+			wp.Reject(Name, "gang released: "+why)
+			n++
+		}
+	})
+	if n > 0 {
+		klog.FromContext(ctx).V(2).Info("Released waiting group", "job", job.String(), "pods", n, "reason", why)
+	}
+}
+
+func (p *Plugin) waitingByJob() map[jobs.Key]int {
+	out := map[jobs.Key]int{}
+	p.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
+		if o, ok := jobs.MemberOf(wp.GetPod()); ok {
+			out[o.Job]++
+		}
+	})
+	return out
+}
+
+func (p *Plugin) freeCapacity() ([]core.Free, error) {
+	nodes, err := p.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	free := make([]core.Free, 0, len(nodes))
+	for _, ni := range nodes {
+		if n := ni.Node(); n == nil || n.Spec.Unschedulable {
+			continue
+		}
+		alloc, req := ni.GetAllocatable(), ni.GetRequested()
+		free = append(free, core.Free{
+			MilliCPU: alloc.GetMilliCPU() - req.GetMilliCPU(),
+			Memory:   alloc.GetMemory() - req.GetMemory(),
+			Pods:     alloc.GetAllowedPodNumber() - len(ni.GetPods()),
+		})
+	}
+	return free, nil
+}

@@ -1,0 +1,220 @@
+package gang_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+
+	"github.com/coach/scheduler_plugins/pkg/gang"
+	"github.com/coach/scheduler_plugins/pkg/jobs"
+	"github.com/coach/scheduler_plugins/pkg/testutil"
+)
+
+// fakeHandle provides the two things the gang plugin asks of the framework:
+// the pods waiting at Permit and a snapshot of the nodes.
+type fakeHandle struct {
+	fwk.Handle
+	waiting  []*fakeWaiting
+	snapshot *schedcache.Snapshot
+}
+
+func (h *fakeHandle) IterateOverWaitingPods(f func(fwk.WaitingPod)) {
+	for _, w := range h.waiting {
+		if w.state == "waiting" {
+			f(w)
+		}
+	}
+}
+
+func (h *fakeHandle) SnapshotSharedLister() fwk.SharedLister { return h.snapshot }
+
+type fakeWaiting struct {
+	pod   *v1.Pod
+	state string
+}
+
+func (w *fakeWaiting) GetPod() *v1.Pod             { return w.pod }
+func (w *fakeWaiting) GetPendingPlugins() []string { return []string{gang.Name} }
+func (w *fakeWaiting) Allow(string)                { w.state = "allowed" }
+func (w *fakeWaiting) Reject(string, string)       { w.state = "rejected" }
+
+func node(name string, slots int64) *v1.Node {
+	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: v1.NodeStatus{Allocatable: v1.ResourceList{
+		v1.ResourceCPU:    *resource.NewMilliQuantity(slots*1000, resource.DecimalSI),
+		v1.ResourceMemory: *resource.NewQuantity(slots<<30, resource.BinarySI),
+		v1.ResourcePods:   *resource.NewQuantity(110, resource.DecimalSI),
+	}}}
+}
+
+// jobPods makes n pods of a job, one scheduler, one server, the rest workers,
+// each asking for one slot (1 CPU, 1 GiB).
+func jobPods(job string, n, minGroup int) []*v1.Pod {
+	var out []*v1.Pod
+	for i := 0; i < n; i++ {
+		role := jobs.RoleWorker
+		switch i {
+		case 0:
+			role = jobs.RoleScheduler
+		case 1:
+			role = jobs.RoleServer
+		}
+		out = append(out, testutil.MakePod().Name(fmt.Sprintf("%s-%d", job, i)).Job(job, role, minGroup).Req(1000, 1024).Obj())
+	}
+	return out
+}
+
+func TestPreEnqueue(t *testing.T) {
+	tests := []struct {
+		name string
+		pods []*v1.Pod
+		want fwk.Code
+	}{
+		{"complete job", jobPods("a", 4, 4), fwk.Success},
+		{"missing server and workers", jobPods("a", 1, 1), fwk.UnschedulableAndUnresolvable},
+		{"fewer pods than the group", jobPods("a", 3, 4), fwk.UnschedulableAndUnresolvable},
+		{"non-Coach pod passes", []*v1.Pod{testutil.MakePod().Name("web").Obj()}, fwk.Success},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := jobs.NewRegistry()
+			for _, p := range tt.pods {
+				r.Observe(p)
+			}
+			pl := gang.NewWithRegistry(&fakeHandle{}, r, time.Second)
+			if got := pl.PreEnqueue(t.Context(), tt.pods[0]).Code(); got != tt.want {
+				t.Fatalf("PreEnqueue = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPreFilterRefusesGroupsThatDoNotFit(t *testing.T) {
+	tests := []struct {
+		name    string
+		nodes   []*v1.Node
+		bound   []*v1.Pod // already on nodes (other jobs)
+		waiting []*v1.Pod // other jobs' pods waiting at the barrier
+		pending []*v1.Pod // other jobs' pods not placed yet
+		job     []*v1.Pod
+		want    fwk.Code
+	}{
+		{name: "fits", nodes: []*v1.Node{node("n1", 4), node("n2", 4)}, job: jobPods("a", 4, 4), want: fwk.Success},
+		{name: "cluster full", nodes: []*v1.Node{node("n1", 4)},
+			bound: bind(jobPods("x", 4, 4), "n1"), job: jobPods("a", 4, 4), want: fwk.Unschedulable},
+		{name: "half full, group of four does not fit", nodes: []*v1.Node{node("n1", 4), node("n2", 4)},
+			bound: bind(jobPods("x", 6, 6), "n1", "n2"), job: jobPods("a", 4, 4), want: fwk.Unschedulable},
+		{name: "room reserved for an in-flight group", nodes: []*v1.Node{node("n1", 4), node("n2", 4)},
+			waiting: bind(jobPods("x", 4, 4)[:1], "n1"), pending: jobPods("x", 4, 4)[1:], bound: bind(jobPods("y", 4, 4)[:1], "n2"),
+			job: jobPods("a", 4, 4), want: fwk.Unschedulable},
+		{name: "without the in-flight group it fits", nodes: []*v1.Node{node("n1", 4), node("n2", 4)},
+			bound: bind(jobPods("y", 4, 4)[:1], "n2"), job: jobPods("a", 4, 4), want: fwk.Success},
+		{name: "non-Coach pod skipped", nodes: []*v1.Node{node("n1", 0)}, job: []*v1.Pod{testutil.MakePod().Name("web").Obj()}, want: fwk.Skip},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := jobs.NewRegistry()
+			all := append(append(append([]*v1.Pod{}, tt.bound...), tt.waiting...), append(tt.pending, tt.job...)...)
+			for _, p := range all {
+				r.Observe(p)
+			}
+			h := &fakeHandle{snapshot: schedcache.NewSnapshot(append(append([]*v1.Pod{}, tt.bound...), tt.waiting...), tt.nodes)}
+			for _, p := range tt.waiting {
+				h.waiting = append(h.waiting, &fakeWaiting{pod: p, state: "waiting"})
+			}
+			// the waiting pods are not bound yet: tell the registry so
+			for _, p := range tt.waiting {
+				q := p.DeepCopy()
+				q.Spec.NodeName = ""
+				r.Observe(q)
+			}
+			pl := gang.NewWithRegistry(h, r, time.Second)
+			_, s := pl.PreFilter(t.Context(), nil, tt.job[0], nil)
+			if s.Code() != tt.want {
+				t.Fatalf("PreFilter = %v, want %v", s, tt.want)
+			}
+		})
+	}
+}
+
+func bind(pods []*v1.Pod, nodes ...string) []*v1.Pod {
+	for i, p := range pods {
+		p.Spec.NodeName = nodes[i*len(nodes)/len(pods)]
+	}
+	return pods
+}
+
+func TestPermitBarrier(t *testing.T) {
+	r := jobs.NewRegistry()
+	pods := jobPods("a", 5, 4) // minimum group 4, one elastic extra
+	for _, p := range pods {
+		r.Observe(p)
+	}
+	h := &fakeHandle{}
+	pl := gang.NewWithRegistry(h, r, 7*time.Second)
+	for i := 0; i < 3; i++ {
+		s, timeout := pl.Permit(t.Context(), nil, pods[i], "n1")
+		if !s.IsWait() || timeout != 7*time.Second {
+			t.Fatalf("pod %d: Permit = %v %v, want Wait 7s", i, s, timeout)
+		}
+		h.waiting = append(h.waiting, &fakeWaiting{pod: pods[i], state: "waiting"})
+	}
+	if s, _ := pl.Permit(t.Context(), nil, pods[3], "n1"); !s.IsSuccess() {
+		t.Fatalf("fourth pod: Permit = %v, want Success", s)
+	}
+	for i, w := range h.waiting {
+		if w.state != "allowed" {
+			t.Fatalf("waiting pod %d is %s, want allowed", i, w.state)
+		}
+	}
+	// the extra goes through alone once the group is placed
+	if s, _ := pl.Permit(t.Context(), nil, pods[4], "n1"); !s.IsSuccess() {
+		t.Fatalf("extra: Permit = %v, want Success", s)
+	}
+}
+
+func TestUnreserveReleasesTheGroup(t *testing.T) {
+	r := jobs.NewRegistry()
+	pods := append(jobPods("a", 4, 4), jobPods("b", 4, 4)...)
+	for _, p := range pods {
+		r.Observe(p)
+	}
+	h := &fakeHandle{}
+	for _, i := range []int{0, 1, 4} {
+		h.waiting = append(h.waiting, &fakeWaiting{pod: pods[i], state: "waiting"})
+	}
+	pl := gang.NewWithRegistry(h, r, time.Second)
+	pl.Unreserve(t.Context(), nil, pods[2], "n1")
+	want := []string{"rejected", "rejected", "waiting"}
+	for i, w := range h.waiting {
+		if w.state != want[i] {
+			t.Fatalf("waiting pod %s is %s, want %s", w.pod.Name, w.state, want[i])
+		}
+	}
+}
+
+func TestArgs(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    gang.Args
+		wantErr bool
+	}{
+		{"defaults", gang.Args{}, false},
+		{"explicit", gang.Args{PermitTimeoutSeconds: 5}, false},
+		{"negative", gang.Args{PermitTimeoutSeconds: -1}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := tt.args
+			gang.SetDefaults(&a)
+			if err := gang.Validate(a); (err != nil) != tt.wantErr {
+				t.Fatalf("Validate(%+v) = %v", a, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,85 @@
+// Package jobs holds what every Coach plugin shares: the pod contract (which
+// labels and annotations make a pod a Coach function pod) and the Registry, a
+// concurrency-safe view of each job's pods fed by the scheduler's pod informer.
+package jobs
+
+import (
+	"strconv"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// The pod contract. Coach's kube backend sets these on every function pod;
+// pods are recognised by labels only, never by name.
+const (
+	// LabelJob names the job a pod belongs to (unique within a namespace).
+	LabelJob = "coach.io/job"
+	// LabelRole is the pod's parameter-server role: scheduler, server or worker.
+	LabelRole = "coach.io/role"
+	// AnnotationMinGroup is the number of the job's pods that must start
+	// together (at least one of each role; all of them for a static job).
+	AnnotationMinGroup = "coach.io/min-group"
+	// SchedulerName is the schedulerName that sends a pod to coach-scheduler.
+	SchedulerName = "coach-gang"
+)
+
+// Role is a parameter-server role.
+type Role string
+
+// The three roles an MXNet parameter-server job needs before it can start.
+const (
+	RoleScheduler Role = "scheduler"
+	RoleServer    Role = "server"
+	RoleWorker    Role = "worker"
+)
+
+// AllRoles lists the roles a job must have (thesis Algorithm 2).
+var AllRoles = []Role{RoleScheduler, RoleServer, RoleWorker}
+
+// DefaultMinGroup applies when the annotation is missing or invalid: one pod
+// of each role, the least that lets a parameter-server job start.
+const DefaultMinGroup = 3
+
+// Key identifies a job: namespace and the value of LabelJob.
+type Key struct {
+	Namespace string
+	Name      string
+}
+
+func (k Key) String() string { return k.Namespace + "/" + k.Name }
+
+// Member is what the contract says about one pod.
+type Member struct {
+	Job      Key
+	Role     Role
+	MinGroup int
+}
+
+// MemberOf reports whether pod is a Coach function pod and, if so, its job,
+// role and minimum group. A pod with a job label but an unknown role is not a
+// member: it passes through the plugins untouched like any other pod.
+func MemberOf(pod *v1.Pod) (Member, bool) {
+	job, ok := pod.Labels[LabelJob]
+	if !ok || job == "" {
+		return Member{}, false
+	}
+	role := Role(pod.Labels[LabelRole])
+	switch role {
+	case RoleScheduler, RoleServer, RoleWorker:
+	default:
+		return Member{}, false
+	}
+	return Member{
+		Job:      Key{Namespace: pod.Namespace, Name: job},
+		Role:     role,
+		MinGroup: parseMinGroup(pod.Annotations[AnnotationMinGroup]),
+	}, true
+}
+
+func parseMinGroup(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return DefaultMinGroup
+	}
+	return n
+}

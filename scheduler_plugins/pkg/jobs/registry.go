@@ -1,0 +1,284 @@
+package jobs
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	resourcehelper "k8s.io/component-helpers/resource"
+)
+
+// Request is what one pod asks of a node: the three resources the gang
+// admission check packs (CPU, memory, one pod slot).
+type Request struct {
+	MilliCPU int64
+	Memory   int64
+}
+
+// RequestOf sums a pod's container requests the way the scheduler does.
+func RequestOf(pod *v1.Pod) Request {
+	rl := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	return Request{MilliCPU: rl.Cpu().MilliValue(), Memory: rl.Memory().Value()}
+}
+
+type podRecord struct {
+	name     string
+	role     Role
+	nodeName string
+	request  Request
+}
+
+type jobRecord struct {
+	created   time.Time // earliest creationTimestamp seen; sticky for the job's life
+	seq       uint64    // order in which the informer first saw the job
+	minGroup  int
+	pods      map[types.UID]*podRecord
+	permitted map[types.UID]struct{} // passed Permit, binding not yet observed
+}
+
+// OrderKey places a pod in the job-FIFO queue (thesis Algorithm 1): the job
+// that asked first goes first; a job's pods stay together, ordered by name.
+type OrderKey struct {
+	Created time.Time
+	Seq     uint64
+	Job     string
+	Pod     string
+}
+
+// Less is a strict weak order over OrderKeys.
+func (a OrderKey) Less(b OrderKey) bool {
+	if !a.Created.Equal(b.Created) {
+		return a.Created.Before(b.Created)
+	}
+	if a.Seq != b.Seq {
+		return a.Seq < b.Seq
+	}
+	if a.Job != b.Job {
+		return a.Job < b.Job
+	}
+	return a.Pod < b.Pod
+}
+
+// JobView is a consistent copy of one job's state.
+type JobView struct {
+	Key      Key
+	MinGroup int
+	Roles    map[Role]int
+	Pods     int // live pods (not terminating, not finished)
+	Bound    int // live pods with a node
+	// Permitted counts pods that passed Permit and are being bound.
+	Permitted int
+	// Unplaced holds the requests of live pods that are neither bound nor
+	// permitted, smallest first.
+	Unplaced []Request
+}
+
+// Placed is the number of pods that are bound or on their way to be bound.
+func (v JobView) Placed() int { return v.Bound + v.Permitted }
+
+// MissingRoles lists the roles the job has no live pod of.
+func (v JobView) MissingRoles() []Role {
+	var out []Role
+	for _, r := range AllRoles {
+		if v.Roles[r] == 0 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Registry tracks the live pods of every Coach job. It is fed by the pod
+// informer (Observe/Forget), read by all plugins, and safe for concurrent use:
+// the scheduling cycle, binding goroutines and informer callbacks all call it.
+// A job is forgotten as soon as its last pod is gone, so the maps never grow
+// beyond the jobs that exist.
+type Registry struct {
+	mu   sync.RWMutex
+	seq  uint64
+	jobs map[Key]*jobRecord
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{jobs: map[Key]*jobRecord{}}
+}
+
+func live(pod *v1.Pod) bool {
+	return pod.DeletionTimestamp == nil && pod.Status.Phase != v1.PodSucceeded && pod.Status.Phase != v1.PodFailed
+}
+
+// Observe records a pod that was added or updated. Pods that are not members
+// of a Coach job are ignored; terminating or finished pods are forgotten.
+func (r *Registry) Observe(pod *v1.Pod) {
+	m, ok := MemberOf(pod)
+	if !ok {
+		return
+	}
+	if !live(pod) {
+		r.Forget(pod)
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	j := r.jobs[m.Job]
+	if j == nil {
+		r.seq++
+		j = &jobRecord{created: pod.CreationTimestamp.Time, seq: r.seq,
+			pods: map[types.UID]*podRecord{}, permitted: map[types.UID]struct{}{}}
+		r.jobs[m.Job] = j
+	}
+	if pod.CreationTimestamp.Time.Before(j.created) {
+		j.created = pod.CreationTimestamp.Time
+	}
+	rec := j.pods[pod.UID]
+	if rec == nil {
+		rec = &podRecord{name: pod.Name, request: RequestOf(pod)}
+		j.pods[pod.UID] = rec
+	}
+	rec.role = m.Role
+	rec.nodeName = pod.Spec.NodeName
+	if rec.nodeName != "" {
+		delete(j.permitted, pod.UID)
+	}
+	j.minGroup = m.MinGroup // the backend sets one value per job; the newest wins
+}
+
+// Forget drops a pod that is gone, and its job once no pod is left.
+func (r *Registry) Forget(pod *v1.Pod) {
+	m, ok := MemberOf(pod)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	j := r.jobs[m.Job]
+	if j == nil {
+		return
+	}
+	delete(j.pods, pod.UID)
+	delete(j.permitted, pod.UID)
+	if len(j.pods) == 0 {
+		delete(r.jobs, m.Job)
+	}
+}
+
+// Order returns the queue position of a pod. A member pod the informer has
+// not delivered yet is observed first, so its job's key is fixed from the
+// first time the queue compares it.
+func (r *Registry) Order(pod *v1.Pod) OrderKey {
+	m, ok := MemberOf(pod)
+	if !ok {
+		return OrderKey{Created: pod.CreationTimestamp.Time, Job: "~" + pod.Namespace + "/" + pod.Name, Pod: pod.Name}
+	}
+	r.mu.RLock()
+	j := r.jobs[m.Job]
+	var k OrderKey
+	if j != nil {
+		k = OrderKey{Created: j.created, Seq: j.seq, Job: m.Job.String(), Pod: pod.Name}
+	}
+	r.mu.RUnlock()
+	if j != nil {
+		return k
+	}
+	if !live(pod) {
+		return OrderKey{Created: pod.CreationTimestamp.Time, Job: m.Job.String(), Pod: pod.Name}
+	}
+	r.Observe(pod)
+	return r.Order(pod)
+}
+
+// View returns a copy of a job's state; ok is false if the job has no live pod.
+func (r *Registry) View(key Key) (JobView, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	j := r.jobs[key]
+	if j == nil {
+		return JobView{Key: key, Roles: map[Role]int{}}, false
+	}
+	v := JobView{Key: key, MinGroup: j.minGroup, Roles: map[Role]int{}, Pods: len(j.pods)}
+	for uid, p := range j.pods {
+		v.Roles[p.role]++
+		switch _, permitted := j.permitted[uid]; {
+		case p.nodeName != "":
+			v.Bound++
+		case permitted:
+			v.Permitted++
+		default:
+			v.Unplaced = append(v.Unplaced, p.request)
+		}
+	}
+	sortRequests(v.Unplaced)
+	return v, true
+}
+
+// Jobs returns the number of jobs tracked (for tests: the registry shrinks).
+func (r *Registry) Jobs() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.jobs)
+}
+
+// MarkPermitted records that a pod passed the Permit barrier and is being
+// bound, so later pods of the job count it as placed.
+func (r *Registry) MarkPermitted(pod *v1.Pod) {
+	m, ok := MemberOf(pod)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if j := r.jobs[m.Job]; j != nil {
+		if rec := j.pods[pod.UID]; rec != nil && rec.nodeName == "" {
+			j.permitted[pod.UID] = struct{}{}
+		}
+	}
+}
+
+// Unpermit undoes MarkPermitted, when binding fails or a pod is rejected.
+func (r *Registry) Unpermit(pod *v1.Pod) {
+	m, ok := MemberOf(pod)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if j := r.jobs[m.Job]; j != nil {
+		delete(j.permitted, pod.UID)
+	}
+}
+
+// EventHandler feeds the registry from a pod informer.
+func (r *Registry) EventHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj interface{}) {
+			if pod, ok := obj.(*v1.Pod); ok {
+				r.Observe(pod)
+			}
+		},
+		UpdateFunc: func(_, obj interface{}) {
+			if pod, ok := obj.(*v1.Pod); ok {
+				r.Observe(pod)
+			}
+		},
+		DeleteFunc: func(obj interface{}) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if pod, ok := obj.(*v1.Pod); ok {
+				r.Forget(pod)
+			}
+		},
+	}
+}
+
+func sortRequests(rs []Request) {
+	sort.Slice(rs, func(a, b int) bool {
+		if rs[a].MilliCPU != rs[b].MilliCPU {
+			return rs[a].MilliCPU < rs[b].MilliCPU
+		}
+		return rs[a].Memory < rs[b].Memory
+	})
+}

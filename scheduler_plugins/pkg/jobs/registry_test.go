@@ -1,0 +1,125 @@
+package jobs_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/coach/scheduler_plugins/pkg/jobs"
+	"github.com/coach/scheduler_plugins/pkg/testutil"
+)
+
+func TestMemberOf(t *testing.T) {
+	tests := []struct {
+		name     string
+		pod      *v1.Pod
+		member   bool
+		minGroup int
+	}{
+		{"coach worker", testutil.MakePod().Name("a").Job("j", jobs.RoleWorker, 4).Obj(), true, 4},
+		{"no labels", testutil.MakePod().Name("a").Obj(), false, 0},
+		{"job label only", testutil.MakePod().Name("a").Label(jobs.LabelJob, "j").Obj(), false, 0},
+		{"unknown role", testutil.MakePod().Name("a").Label(jobs.LabelJob, "j").Label(jobs.LabelRole, "chief").Obj(), false, 0},
+		{"bad min-group defaults", testutil.MakePod().Name("a").Job("j", jobs.RoleServer, 0).Obj(), true, jobs.DefaultMinGroup},
+		{"name looks like coach but no labels", testutil.MakePod().Name("coach-j-worker-0").Obj(), false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, ok := jobs.MemberOf(tt.pod)
+			if ok != tt.member || (ok && m.MinGroup != tt.minGroup) {
+				t.Fatalf("MemberOf = %+v, %v; want member=%v minGroup=%d", m, ok, tt.member, tt.minGroup)
+			}
+		})
+	}
+}
+
+func TestRegistryView(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	sched := testutil.MakePod().Name("s").Job("j", jobs.RoleScheduler, 3).Created(t0).Req(100, 64).Obj()
+	server := testutil.MakePod().Name("p").Job("j", jobs.RoleServer, 3).Created(t0).Req(200, 64).Node("n1").Obj()
+	worker := testutil.MakePod().Name("w").Job("j", jobs.RoleWorker, 3).Created(t0).Req(300, 64).Obj()
+	tests := []struct {
+		name                          string
+		pods                          []*v1.Pod
+		forget                        []*v1.Pod
+		permit                        []*v1.Pod
+		wantPods, wantBound, wantPerm int
+		wantMissing                   int
+		wantExists                    bool
+	}{
+		{"empty", nil, nil, nil, 0, 0, 0, 3, false},
+		{"all roles", []*v1.Pod{sched, server, worker}, nil, nil, 3, 1, 0, 0, true},
+		{"permitted counts as placed", []*v1.Pod{sched, server, worker}, nil, []*v1.Pod{worker}, 3, 1, 1, 0, true},
+		{"forgotten pod", []*v1.Pod{sched, server, worker}, []*v1.Pod{worker}, nil, 2, 1, 0, 1, true},
+		{"terminating is gone", []*v1.Pod{sched, server, testutil.MakePod().Name("w").Job("j", jobs.RoleWorker, 3).Terminating().Obj()}, nil, nil, 2, 1, 0, 1, true},
+		{"job forgotten with its last pod", []*v1.Pod{sched}, []*v1.Pod{sched}, nil, 0, 0, 0, 3, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := jobs.NewRegistry()
+			for _, p := range tt.pods {
+				r.Observe(p)
+			}
+			for _, p := range tt.permit {
+				r.MarkPermitted(p)
+			}
+			for _, p := range tt.forget {
+				r.Forget(p)
+			}
+			v, ok := r.View(jobs.Key{Namespace: "default", Name: "j"})
+			if ok != tt.wantExists || v.Pods != tt.wantPods || v.Bound != tt.wantBound || v.Permitted != tt.wantPerm || len(v.MissingRoles()) != tt.wantMissing {
+				t.Fatalf("View = %+v exists=%v", v, ok)
+			}
+			if !tt.wantExists && r.Jobs() != 0 {
+				t.Fatalf("registry still holds %d jobs", r.Jobs())
+			}
+		})
+	}
+}
+
+func TestOrderKeyIsStableAndFIFO(t *testing.T) {
+	r := jobs.NewRegistry()
+	t0 := time.Unix(1000, 0)
+	a := testutil.MakePod().Name("z-a").Job("a", jobs.RoleWorker, 3).Created(t0).Obj()
+	b := testutil.MakePod().Name("a-b").Job("b", jobs.RoleWorker, 3).Created(t0).Obj()
+	r.Observe(a)
+	r.Observe(b)
+	if !r.Order(a).Less(r.Order(b)) {
+		t.Fatal("job a, seen first in the same second, must sort before job b")
+	}
+	// a later pod of job a still sorts with job a, before job b
+	a2 := testutil.MakePod().Name("z-a2").Job("a", jobs.RoleServer, 3).Created(t0.Add(5 * time.Second)).Obj()
+	if !r.Order(a2).Less(r.Order(b)) {
+		t.Fatal("a later pod of an earlier job must sort before a later job")
+	}
+}
+
+// TestRegistryConcurrent exercises the registry from many goroutines, as the
+// informer, the scheduling cycle and binding goroutines do; it must neither
+// crash nor keep jobs that are gone.
+func TestRegistryConcurrent(t *testing.T) {
+	r := jobs.NewRegistry()
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 500; i++ {
+				p := testutil.MakePod().Name(fmt.Sprintf("p-%d-%d", g, i)).Job(fmt.Sprintf("j%d", i%7), jobs.RoleWorker, 2).Obj()
+				r.Observe(p)
+				r.MarkPermitted(p)
+				_ = r.Order(p)
+				_, _ = r.View(jobs.Key{Namespace: "default", Name: "j1"})
+				r.Unpermit(p)
+				r.Forget(p)
+			}
+		}(g)
+	}
+	wg.Wait()
+	if n := r.Jobs(); n != 0 {
+		t.Fatalf("registry keeps %d jobs after all pods are gone", n)
+	}
+}
