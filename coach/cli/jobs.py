@@ -17,7 +17,7 @@ from coach.errors import CoachError, SpecError
 from coach.state.records import FINAL_STATUSES
 from coach.state.store import Store
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 out = Console()
 
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON instead of a table.")
@@ -88,7 +88,7 @@ def submit(job_files: List[Path] = typer.Argument(..., help="One or more job fil
             errors.append(e)
     if errors:  # nothing starts unless every file is valid
         for e in errors[:-1]:
-            console.print(f"[red]error:[/] {e}", highlight=False)
+            print(f"error: {e}", file=sys.stderr)
         raise errors[-1]
     store = Store()
     jobs = {register(s, store): s for s in specs}

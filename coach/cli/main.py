@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 
 import typer
-from rich.console import Console
 
 from coach.cli import jobs
 from coach.errors import CoachError
@@ -39,12 +38,15 @@ _optional_commands()
 
 
 def main() -> None:
-    err = Console(stderr=True)
     try:
         app()
     except CoachError as e:
-        err.print(f"[red]error:[/] {e}", markup=True, highlight=False)
+        print(f"error: {e}", file=sys.stderr)   # unwrapped: one message per line, easy to grep
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
-        err.print("interrupted")
+        print("interrupted", file=sys.stderr)
         sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,322 @@
+"""Start, inspect and stop the local control plane: etcd, kube-apiserver, the
+unmodified default kube-scheduler, coach-scheduler and simulated nodes, all on
+loopback, from binaries that deploy/local/build puts in the binary directory.
+
+Everything lives in one state directory (default ~/.cache/coach/cluster): the
+process table, logs, keys, kubeconfigs and etcd's data. `down` stops exactly the
+processes in the process table and removes etcd's data, so the next `up`
+starts a clean cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import httpx
+import yaml
+
+from coach.cluster.errors import BinaryMissing, ClusterError
+from coach.cluster.kube import Kube, write_kubeconfig
+from coach.cluster.nodes import NODE_LABEL, set_nodes
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEDULER_CONFIG = REPO / "deploy" / "scheduler" / "config.yaml"
+COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "coach-scheduler")
+DEFAULT_NODES = 2
+DEFAULT_CPU = "4"
+DEFAULT_MEMORY = "8Gi"
+START_TIMEOUT_S = 90.0
+STOP_TIMEOUT_S = 15.0
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "coach"
+
+
+def bin_dir() -> Path:
+    """Where deploy/local/build puts the binaries (COACH_BIN_DIR overrides)."""
+    return Path(os.environ.get("COACH_BIN_DIR") or cache_dir() / "bin")
+
+
+def state_dir() -> Path:
+    """Where a running cluster keeps its state (COACH_CLUSTER_DIR overrides)."""
+    return Path(os.environ.get("COACH_CLUSTER_DIR") or cache_dir() / "cluster")
+
+
+@dataclass
+class Process:
+    name: str
+    pid: int
+    binary: str
+
+
+@dataclass
+class ClusterState:
+    """What `up` wrote and `status`/`down` read back."""
+    nodes: int
+    cpu: str
+    memory: str
+    apiserver_port: int
+    etcd_port: int
+    kubeconfig: str
+    processes: list[Process] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, directory: Path) -> "ClusterState | None":
+        path = directory / "state.json"
+        if not path.exists():
+            return None
+        raw = json.loads(path.read_text())
+        raw["processes"] = [Process(**p) for p in raw.get("processes", [])]
+        return cls(**raw)
+
+    def save(self, directory: Path) -> None:
+        (directory / "state.json").write_text(json.dumps(asdict(self), indent=1))
+
+
+@dataclass
+class ClusterStatus:
+    """What `status` reports."""
+    running: bool
+    state_dir: Path
+    kubeconfig: Path | None = None
+    components: dict[str, bool] = field(default_factory=dict)
+    apiserver_ready: bool = False
+    nodes: int = 0
+    pods: int = 0
+    bound_pods: int = 0
+
+
+def _alive(p: Process) -> bool:
+    """True if pid runs the binary we started (a reused pid is not ours)."""
+    try:
+        exe = os.readlink(f"/proc/{p.pid}/exe")
+    except OSError:
+        return False
+    return exe.removesuffix(" (deleted)") == p.binary
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _binary(name: str) -> Path:
+    path = bin_dir() / name
+    if not os.access(path, os.X_OK):
+        raise BinaryMissing(f"{path} is missing: build the control plane first with deploy/local/build")
+    return path
+
+
+def _start(directory: Path, name: str, args: list[str]) -> Process:
+    binary = _binary(name)
+    log = open(directory / "logs" / f"{name}.log", "ab")
+    proc = subprocess.Popen([str(binary), *args], stdout=log, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True, cwd=directory)
+    log.close()
+    return Process(name=name, pid=proc.pid, binary=str(binary))
+
+
+def _wait(what: str, check, timeout: float, procs: list[Process], directory: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        dead = [p.name for p in procs if not _alive(p)]
+        if dead:
+            raise ClusterError(f"{', '.join(dead)} exited while waiting for {what}; "
+                               f"see {directory / 'logs' / (dead[0] + '.log')}")
+        time.sleep(0.2)
+    raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what}; logs in {directory / 'logs'}")
+
+
+def _scheduler_config(directory: Path, kubeconfig: Path, coach: bool) -> Path:
+    """The default scheduler gets the stock profile; coach-scheduler gets the
+    profile of deploy/scheduler/config.yaml, the one a platform team installs."""
+    if coach:
+        cfg = yaml.safe_load(SCHEDULER_CONFIG.read_text())
+    else:
+        cfg = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+               "profiles": [{"schedulerName": "default-scheduler"}]}
+    cfg["clientConnection"] = {"kubeconfig": str(kubeconfig), "qps": 200, "burst": 400}
+    cfg["leaderElection"] = {"leaderElect": False}
+    path = directory / ("coach-scheduler.yaml" if coach else "kube-scheduler.yaml")
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+def _validate(nodes: int, cpu: str, memory: str) -> None:
+    if nodes < 0 or nodes > 5000:
+        raise ClusterError(f"--nodes must be between 0 and 5000, got {nodes}")
+    for flag, value in (("--cpu", cpu), ("--memory", memory)):
+        if not value or not value[0].isdigit():
+            raise ClusterError(f"{flag} must be a Kubernetes quantity such as 4 or 8Gi, got {value!r}")
+
+
+def up(nodes: int = DEFAULT_NODES, cpu: str = DEFAULT_CPU, memory: str = DEFAULT_MEMORY) -> Path:
+    """Starts the control plane, or reuses the running one, and makes its nodes
+    `nodes` × (cpu, memory). Returns the admin kubeconfig. Idempotent: a second
+    call with other sizes only reshapes the nodes."""
+    _validate(nodes, cpu, memory)
+    directory = state_dir()
+    state = ClusterState.load(directory)
+    if state and all(_alive(p) for p in state.processes) and len(state.processes) == len(COMPONENTS):
+        kube = Kube(Path(state.kubeconfig))
+        try:
+            if kube.ready():
+                set_nodes(kube, nodes, cpu, memory)
+                state.nodes, state.cpu, state.memory = nodes, cpu, memory
+                state.save(directory)
+                return Path(state.kubeconfig)
+        finally:
+            kube.close()
+    if state:
+        down()
+    for name in COMPONENTS:
+        _binary(name)
+    return _start_all(directory, nodes, cpu, memory)
+
+
+def _start_all(directory: Path, nodes: int, cpu: str, memory: str) -> Path:
+    (directory / "logs").mkdir(parents=True, exist_ok=True)
+    pki = directory / "pki"
+    pki.mkdir(exist_ok=True)
+    sa_key = pki / "sa.key"
+    if not sa_key.exists():
+        try:
+            subprocess.run(["openssl", "genrsa", "-out", str(sa_key), "2048"], check=True, capture_output=True)
+            subprocess.run(["openssl", "rsa", "-in", str(sa_key), "-pubout", "-out", str(pki / "sa.pub")],
+                           check=True, capture_output=True)
+        except (OSError, subprocess.CalledProcessError) as e:
+            raise ClusterError(f"cannot make the service-account key with openssl: {e}") from e
+    admin, sched = secrets.token_hex(16), secrets.token_hex(16)
+    (pki / "tokens.csv").write_text(f"{admin},admin,admin,system:masters\n"
+                                    f"{sched},system:kube-scheduler,system:kube-scheduler\n")
+    etcd_port, etcd_peer, api_port = _free_port(), _free_port(), _free_port()
+    server = f"https://127.0.0.1:{api_port}"
+    state = ClusterState(nodes=nodes, cpu=cpu, memory=memory, apiserver_port=api_port, etcd_port=etcd_port,
+                         kubeconfig=str(directory / "kubeconfig"))
+    try:
+        state.processes.append(_start(directory, "etcd", [
+            "--name=coach", f"--data-dir={directory / 'etcd'}",
+            f"--listen-client-urls=http://127.0.0.1:{etcd_port}",
+            f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
+            f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
+            f"--initial-cluster=coach=http://127.0.0.1:{etcd_peer}",
+            "--listen-metrics-urls=", "--log-level=warn", "--quota-backend-bytes=4294967296"]))
+        state.save(directory)
+        state.processes.append(_start(directory, "kube-apiserver", [
+            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={api_port}",
+            f"--cert-dir={pki}", f"--token-auth-file={pki / 'tokens.csv'}",
+            "--authorization-mode=RBAC", "--anonymous-auth=false",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            f"--service-account-key-file={pki / 'sa.pub'}",
+            f"--service-account-signing-key-file={sa_key}",
+            "--service-cluster-ip-range=10.96.0.0/24",
+            "--disable-admission-plugins=ServiceAccount",   # no controller makes default service accounts
+            "--endpoint-reconciler-type=none",               # loopback is no valid endpoint address
+            "--enable-priority-and-fairness=false", "--profiling=false", "--v=0"]))
+        state.save(directory)
+        write_kubeconfig(directory / "kubeconfig", server, admin, pki / "apiserver.crt")
+        write_kubeconfig(directory / "scheduler.kubeconfig", server, sched, pki / "apiserver.crt",
+                         user="system:kube-scheduler")
+        kube = Kube(directory / "kubeconfig")
+        try:
+            _wait("kube-apiserver /readyz", kube.ready, START_TIMEOUT_S, state.processes, directory)
+            ports = []
+            for name, coach in (("kube-scheduler", False), ("coach-scheduler", True)):
+                cfg = _scheduler_config(directory, directory / "scheduler.kubeconfig", coach)
+                ports.append(_free_port())
+                state.processes.append(_start(directory, name, [
+                    f"--config={cfg}", "--bind-address=127.0.0.1", f"--secure-port={ports[-1]}",
+                    f"--cert-dir={directory / 'pki' / name}", "--v=1"]))
+                state.save(directory)
+            set_nodes(kube, nodes, cpu, memory)
+            for port in ports:
+                _wait(f"the scheduler on port {port} to be healthy", lambda: _healthy(port),
+                      START_TIMEOUT_S, state.processes, directory)
+        finally:
+            kube.close()
+    except BaseException:
+        state.save(directory)
+        down()
+        raise
+    state.save(directory)
+    return directory / "kubeconfig"
+
+
+def status() -> ClusterStatus:
+    """Reports which components run, whether the apiserver answers, and counts."""
+    directory = state_dir()
+    state = ClusterState.load(directory)
+    if state is None:
+        return ClusterStatus(running=False, state_dir=directory)
+    st = ClusterStatus(running=False, state_dir=directory, kubeconfig=Path(state.kubeconfig),
+                       components={p.name: _alive(p) for p in state.processes})
+    if st.components.get("kube-apiserver"):
+        kube = Kube(Path(state.kubeconfig))
+        try:
+            st.apiserver_ready = kube.ready()
+            if st.apiserver_ready:
+                st.nodes = sum(1 for n in kube.nodes() if n["metadata"].get("labels", {}).get(NODE_LABEL))
+                pods = kube.pods()
+                st.pods = len(pods)
+                st.bound_pods = sum(1 for p in pods if p["spec"].get("nodeName"))
+        finally:
+            kube.close()
+    st.running = st.apiserver_ready and len(st.components) == len(COMPONENTS) and all(st.components.values())
+    return st
+
+
+def down() -> list[str]:
+    """Stops every process of the process table (and nothing else), newest
+    first, and removes etcd's data. Returns the names of the stopped processes."""
+    directory = state_dir()
+    state = ClusterState.load(directory)
+    stopped: list[str] = []
+    if state is None:
+        return stopped
+    for p in reversed(state.processes):
+        if not _alive(p):
+            continue
+        os.kill(p.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while _alive(p) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _alive(p):
+            os.kill(p.pid, signal.SIGKILL)
+            while _alive(p):
+                time.sleep(0.05)
+        stopped.append(p.name)
+    _reap([p.pid for p in state.processes])
+    shutil.rmtree(directory / "etcd", ignore_errors=True)
+    (directory / "state.json").unlink(missing_ok=True)
+    return stopped
+
+
+def _reap(pids: list[int]) -> None:
+    """Collects our exited children (if this process started them) so they leave no zombies."""
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+
+
+def _healthy(port: int) -> bool:
+    try:
+        return httpx.get(f"https://127.0.0.1:{port}/healthz", verify=False, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False

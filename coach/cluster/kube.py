@@ -1,0 +1,113 @@
+"""A minimal Kubernetes API client on httpx: what the tooling, the tests and the
+benchmark need (create, list, delete, patch), with no extra dependency."""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx
+import yaml
+
+from coach.cluster.errors import ClusterError
+
+Obj = dict[str, Any]
+
+
+class Kube:
+    """Talks to one apiserver with the bearer token of a kubeconfig."""
+
+    def __init__(self, kubeconfig: Path, timeout: float = 30.0) -> None:
+        cfg = yaml.safe_load(Path(kubeconfig).read_text())
+        cluster = cfg["clusters"][0]["cluster"]
+        user = cfg["users"][0]["user"]
+        self.server: str = cluster["server"]
+        verify: ssl.SSLContext | bool = True
+        if cluster.get("insecure-skip-tls-verify"):
+            verify = False
+        elif "certificate-authority-data" in cluster:
+            ctx = ssl.create_default_context()
+            ctx.load_verify_locations(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
+            verify = ctx
+        self.http = httpx.Client(base_url=self.server, verify=verify, timeout=timeout,
+                                 headers={"Authorization": f"Bearer {user['token']}"})
+
+    def close(self) -> None:
+        self.http.close()
+
+    def request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        try:
+            return self.http.request(method, path, **kw)
+        except httpx.HTTPError as e:
+            raise ClusterError(f"apiserver {self.server}: {method} {path}: {e}") from e
+
+    def call(self, method: str, path: str, ok: tuple[int, ...] = (200, 201), **kw: Any) -> Obj:
+        r = self.request(method, path, **kw)
+        if r.status_code not in ok:
+            raise ClusterError(f"apiserver: {method} {path}: {r.status_code} {r.text[:300]}")
+        return r.json() if r.content else {}
+
+    def ready(self) -> bool:
+        try:
+            return self.http.get("/readyz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    # pods -------------------------------------------------------------
+    def create_pod(self, pod: Obj) -> Obj:
+        ns = pod["metadata"].get("namespace", "default")
+        return self.call("POST", f"/api/v1/namespaces/{ns}/pods", json=pod)
+
+    def pods(self, namespace: str | None = None, selector: str | None = None) -> list[Obj]:
+        path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
+        params = {"labelSelector": selector} if selector else {}
+        return self.call("GET", path, params=params)["items"]
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        """Deletes at once (grace 0): simulated nodes have no kubelet to finish a graceful delete."""
+        self.call("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", ok=(200, 202, 404),
+                  json={"gracePeriodSeconds": 0})
+
+    def delete_pods(self, namespace: str, selector: str | None = None) -> None:
+        params = {"gracePeriodSeconds": "0"}
+        if selector:
+            params["labelSelector"] = selector
+        self.call("DELETE", f"/api/v1/namespaces/{namespace}/pods", params=params)
+
+    # nodes and namespaces ----------------------------------------------
+    def nodes(self) -> list[Obj]:
+        return self.call("GET", "/api/v1/nodes")["items"]
+
+    def ensure_namespace(self, name: str) -> None:
+        self.call("POST", "/api/v1/namespaces", ok=(201, 409),
+                  json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+    def watch_pods(self, namespace: str, resource_version: str, timeout: int) -> Iterator[Obj]:
+        """Streams pod watch events (used by the benchmark to time bindings)."""
+        params = {"watch": "1", "resourceVersion": resource_version, "timeoutSeconds": str(timeout),
+                  "allowWatchBookmarks": "false"}
+        with self.http.stream("GET", f"/api/v1/namespaces/{namespace}/pods", params=params,
+                              timeout=httpx.Timeout(timeout + 10)) as r:
+            for line in r.iter_lines():
+                if line:
+                    yield json.loads(line)
+
+
+def write_kubeconfig(path: Path, server: str, token: str, ca_file: Path | None, user: str = "admin") -> None:
+    """Writes a kubeconfig for kubectl and any client; the CA is the apiserver's own self-signed one."""
+    cluster: Obj = {"server": server}
+    if ca_file is not None and ca_file.exists():
+        cluster["certificate-authority-data"] = base64.b64encode(ca_file.read_bytes()).decode()
+    else:
+        cluster["insecure-skip-tls-verify"] = True
+    cfg = {"apiVersion": "v1", "kind": "Config",
+           "clusters": [{"name": "coach-local", "cluster": cluster}],
+           "users": [{"name": user, "user": {"token": token}}],
+           "contexts": [{"name": "coach-local", "context": {"cluster": "coach-local", "user": user}}],
+           "current-context": "coach-local"}
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+
+

@@ -1,0 +1,65 @@
+"""Simulated nodes: Node objects that the tooling creates and keeps Ready.
+
+There is no kubelet: a Node object with capacity and a Ready condition is all
+the schedulers look at, and without a node-lifecycle controller nothing marks
+it NotReady. Pods bound to these nodes stay Pending with spec.nodeName set,
+which is what scheduling tests and benchmarks measure.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from coach.cluster.kube import Kube, Obj
+
+NODE_PREFIX = "coach-node-"
+NODE_LABEL = "coach.io/simulated-node"
+MAX_PODS = 110
+
+
+def node_name(i: int) -> str:
+    return f"{NODE_PREFIX}{i}"
+
+
+def node_object(name: str, cpu: str, memory: str) -> Obj:
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    capacity = {"cpu": cpu, "memory": memory, "pods": str(MAX_PODS)}
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {NODE_LABEL: "true", "kubernetes.io/hostname": name,
+                                              "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}},
+        "status": {"capacity": capacity, "allocatable": capacity,
+                   "conditions": [{"type": "Ready", "status": "True", "reason": "Simulated",
+                                   "message": "simulated by coach cluster", "lastHeartbeatTime": now,
+                                   "lastTransitionTime": now}],
+                   "phase": "Running"},
+    }
+
+
+def set_nodes(kube: Kube, count: int, cpu: str, memory: str) -> None:
+    """Makes the simulated nodes exactly `count` nodes of the given capacity.
+
+    Pods bound to a node that goes away are deleted first: with no pod garbage
+    collector they would otherwise keep pointing at a node that does not exist.
+    """
+    wanted = {node_name(i) for i in range(count)}
+    existing = {n["metadata"]["name"]: n for n in kube.nodes()
+                if n["metadata"].get("labels", {}).get(NODE_LABEL) == "true"}
+    doomed = set(existing) - wanted
+    if doomed:
+        for pod in kube.pods():
+            if pod["spec"].get("nodeName") in doomed:
+                kube.delete_pod(pod["metadata"]["namespace"], pod["metadata"]["name"])
+        for name in doomed:
+            kube.call("DELETE", f"/api/v1/nodes/{name}", ok=(200, 404))
+    for name in sorted(wanted):
+        obj = node_object(name, cpu, memory)
+        if name not in existing:
+            kube.call("POST", "/api/v1/nodes", json=obj)
+        # status is a subresource: set it explicitly, on create and on change of capacity
+        current = kube.call("GET", f"/api/v1/nodes/{name}")
+        if current.get("status", {}).get("allocatable") != obj["status"]["allocatable"] or \
+                not any(c.get("type") == "Ready" and c.get("status") == "True"
+                        for c in current.get("status", {}).get("conditions", [])):
+            current["status"] = obj["status"]
+            kube.call("PUT", f"/api/v1/nodes/{name}/status", json=current)

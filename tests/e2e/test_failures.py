@@ -1,0 +1,83 @@
+"""Killing any one role process mid-epoch does not fail the job: the group is aborted and the
+epoch retried from the last checkpoint with fresh processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import COACH, ROOT, run_coach, write_job
+
+pytestmark = pytest.mark.slow
+
+JOB = dict(name="victim", model="mlp", dataset={"name": "synthetic", "samples": 15000}, target_loss=0.3,
+           budget=1.0, batch_size=32, learning_rate=0.05, allocation="static", workers=2, servers=1,
+           max_workers=2, max_epochs=10, max_retries=2)
+
+
+def _role_pid(home: Path, role: str, timeout: float = 300) -> int:
+    """The pid of a role process of training epoch 2's first attempt, once it is running."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for f in home.glob(f"jobs/*/attempts/training-0002-0-*/{role}-*.pid"):
+            try:
+                return int(f.read_text())
+            except (OSError, ValueError):
+                pass
+        time.sleep(0.05)
+    raise AssertionError(f"no {role} process of epoch 2 appeared")
+
+
+@pytest.mark.parametrize("role", ["worker", "server", "scheduler"])
+def test_killing_a_role_process_mid_epoch_does_not_fail_the_job(role: str, tmp_path: Path,
+                                                                 coach_home: Path) -> None:
+    job = write_job(tmp_path / "victim.yaml", **JOB)
+    proc = subprocess.Popen([*COACH, "submit", str(job), "--json"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        pid = _role_pid(coach_home, role)
+        time.sleep(1.5)   # let the group form and training start
+        os.kill(pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=900)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    [rec] = json.loads(out)
+    assert rec["status"] == "succeeded"
+    history = json.loads(run_coach("history", rec["job_id"], "--json", check=True).stdout)
+    epoch2 = [r for r in history if r["phase"] == "training" and r["epoch"] == 2]
+    assert len(epoch2) == 1 and epoch2[0]["retries"] >= 1, "epoch 2 recorded once, after a retry"
+    events = json.loads(run_coach("events", rec["job_id"], "--json", check=True).stdout)
+    retry = [e for e in events if e["kind"] == "retry"]
+    assert retry and "epoch 2" in retry[0]["message"]
+    assert _wait_no_processes_of(coach_home), "a function process outlived coach submit"
+
+
+def processes_of(home: Path) -> list[int]:
+    """Pids of processes started for this COACH_HOME (found by their environment)."""
+    found = []
+    needle = f"COACH_HOME={home}".encode()
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and int(d.name) != os.getpid():
+            try:
+                if needle in (d / "environ").read_bytes().split(b"\0"):
+                    found.append(int(d.name))
+            except OSError:
+                pass
+    return found
+
+
+def _wait_no_processes_of(home: Path, timeout: float = 10) -> bool:
+    deadline = time.time() + timeout
+    while processes_of(home):
+        if time.time() > deadline:
+            return False
+        time.sleep(0.2)
+    return True

@@ -1,0 +1,83 @@
+"""`coach submit` end to end: real MXNet parameter-server epochs through the role functions."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import COACH, FAST_JOB, ROOT, run_coach, write_job
+
+pytestmark = pytest.mark.slow
+
+
+def _history(job_id: str) -> list[dict]:
+    return json.loads(run_coach("history", job_id, "--json", check=True).stdout)
+
+
+def _assert_reached_target(records: list[dict], target: float, consecutive: int = 3) -> None:
+    training = [r for r in records if r["phase"] == "training"]
+    assert [r["epoch"] for r in training] == list(range(1, len(training) + 1)), "each epoch exactly once"
+    assert all(r["val_loss"] <= target for r in training[-consecutive:])
+    assert len(training) >= consecutive
+    assert not all(r["val_loss"] <= target for r in training[-consecutive - 1:]) or len(training) == consecutive, \
+        "the job must stop as soon as the rule is met"
+
+
+def test_submit_trains_to_target_and_status_reads_while_running(tmp_path: Path, coach_home: Path) -> None:
+    job = write_job(tmp_path / "fast.yaml", name="fast", **FAST_JOB)
+    proc = subprocess.Popen([*COACH, "submit", str(job)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    seen_running = False
+    while proc.poll() is None:   # a second process reads the store while the job runs
+        status = run_coach("status", "--json")
+        assert status.returncode == 0, status.stderr
+        jobs = json.loads(status.stdout)
+        seen_running |= any(j["status"] in ("tuning", "training") for j in jobs)
+        time.sleep(0.5)
+    out, err = proc.communicate()
+    assert proc.returncode == 0, err
+    assert seen_running
+    assert "epoch" in err and "val" in err   # progress lines
+    [job_rec] = json.loads(run_coach("status", "--json", check=True).stdout)
+    assert job_rec["status"] == "succeeded"
+    records = _history(job_rec["job_id"])
+    _assert_reached_target(records, FAST_JOB["target_loss"])
+    tuning = [r for r in records if r["phase"] == "tuning"]
+    assert {(r["workers"], r["servers"]) for r in tuning} == {(1, 1), (2, 1), (2, 2), (1, 2)}
+    assert len({r["samples"] for r in tuning}) == 1, "tuning mini-epochs process equal data"
+    assert job_rec["spent"] == pytest.approx(sum(r["cost"] for r in records))
+    assert all(r["cost"] > 0 for r in records)
+
+
+def test_jobs_run_concurrently_without_waiting_for_each_others_tuning(tmp_path: Path, coach_home: Path) -> None:
+    files = [str(write_job(tmp_path / f"j{i}.yaml", name=f"multi{i}", **FAST_JOB)) for i in range(3)]
+    proc = run_coach("submit", *files, "--json", "--cpu", "3")
+    assert proc.returncode == 0, proc.stderr
+    jobs = json.loads(proc.stdout)
+    assert [j["status"] for j in jobs] == ["succeeded"] * 3
+    histories = {j["job_id"]: _history(j["job_id"]) for j in jobs}
+    for records in histories.values():
+        _assert_reached_target(records, FAST_JOB["target_loss"])
+    # every job had started tuning before any other job finished its tuning
+    first_start = {jid: min(r["started_at"] for r in recs) for jid, recs in histories.items()}
+    tuning_end = {jid: max(r["finished_at"] for r in recs if r["phase"] == "tuning")
+                  for jid, recs in histories.items()}
+    assert max(first_start.values()) < min(tuning_end.values())
+
+
+def test_static_job_with_tight_budget_stops_as_budget_exhausted(tmp_path: Path, coach_home: Path) -> None:
+    job = write_job(tmp_path / "b.yaml", name="tight", **dict(FAST_JOB, allocation="static", workers=1,
+                                                                servers=1, target_loss=0.01, budget=0.0002))
+    proc = run_coach("submit", str(job), "--json")
+    assert proc.returncode == 1
+    [rec] = json.loads(proc.stdout)
+    assert rec["status"] == "budget_exhausted" and "budget exhausted" in rec["message"]
+    records = _history(rec["job_id"])
+    assert records, "epochs before the budget ran out are recorded"
+    assert rec["spent"] == pytest.approx(sum(r["cost"] for r in records))
+    assert rec["spent"] <= rec["budget"] + max(r["cost"] for r in records)
+    assert (coach_home / "jobs" / rec["job_id"] / "checkpoints").iterdir(), "checkpoint kept"

@@ -1,0 +1,68 @@
+"""The role functions over real HTTP (local processor + nuclio_sdk objects): bad events get 400."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Iterator
+
+import httpx
+import pytest
+
+from tests.conftest import ROOT
+
+VALID = dict(job_id="j", epoch=1, attempt="a", role="worker", root_uri="127.0.0.1", root_port=9000,
+             workers=2, servers=1, deadline_s=30, shard=0, dataset={"name": "digits"},
+             model={"name": "mlp"}, hyper={"batch_size": 32}, checkpoint_out="/tmp/x")
+
+
+@pytest.fixture(scope="module")
+def worker_url() -> Iterator[str]:
+    proc = subprocess.Popen([sys.executable, "-m", "coach.backends.local.processor",
+                             str(ROOT / "functions" / "worker")], stdout=subprocess.PIPE, cwd=ROOT)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().decode()
+    assert line.startswith("listening "), line
+    yield f"http://127.0.0.1:{line.split()[1]}/"
+    proc.terminate()
+    proc.wait(10)
+
+
+CASES = [
+    ("empty-body", b"", "body"),
+    ("not-json", b"{nope", "body"),
+    ("json-list", b"[1, 2]", "body"),
+    ("missing-role", {k: v for k, v in VALID.items() if k != "role"}, "role"),
+    ("wrong-role-for-function", dict(VALID, role="server"), "role"),
+    ("unknown-role", dict(VALID, role="chief"), "role"),
+    ("port-as-string", dict(VALID, root_port="9000"), "root_port"),
+    ("port-out-of-range", dict(VALID, root_port=70000), "root_port"),
+    ("zero-workers", dict(VALID, workers=0), "workers"),
+    ("shard-out-of-range", dict(VALID, shard=2), "shard"),
+    ("no-dataset", dict(VALID, dataset={}), "dataset.name"),
+    ("no-model", dict(VALID, model={}), "model.name"),
+    ("tiny-batch", dict(VALID, hyper={"batch_size": 1}), "hyper.batch_size"),
+    ("negative-deadline", dict(VALID, deadline_s=-1), "deadline_s"),
+    ("unknown-field", dict(VALID, colour="red"), "colour"),
+    ("bool-epoch", dict(VALID, epoch=True), "epoch"),
+]
+
+
+@pytest.mark.parametrize("body,field", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_malformed_event_gets_400_naming_the_field(worker_url: str, body, field: str) -> None:
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    r = httpx.post(worker_url, content=content, headers={"Content-Type": "application/json"}, timeout=30)
+    assert r.status_code == 400, r.text
+    answer = r.json()
+    assert answer["field"] == field
+    assert answer["error"].startswith(f"{field}: ")
+
+
+def test_role_group_that_never_forms_is_killed_at_its_deadline(worker_url: str) -> None:
+    """No scheduler listens on the root port: ps-lite would wait forever; the deadline ends it."""
+    r = httpx.post(worker_url, json=dict(VALID, deadline_s=3), timeout=120)
+    assert r.status_code == 504, r.text
+    assert "deadline" in r.json()["error"]
+    again = httpx.get(worker_url + "__health", timeout=10)   # the replica still serves
+    assert again.status_code == 200

@@ -1,0 +1,102 @@
+"""Job files: good ones parse; broken ones fail naming file, field and problem, exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from coach.errors import SpecError
+from coach.spec import load_spec, parse_spec
+from tests.conftest import run_coach
+
+GOOD = dict(name="j", model="lenet", dataset="mnist-5k", target_loss=0.1, budget=1.0)
+
+
+def test_defaults_and_quantities() -> None:
+    spec = parse_spec(dict(GOOD, resources={"worker": {"cpu": "1500m", "memory": "512Mi"}}), "x.yaml")
+    assert spec.resources["worker"].cpu == 1.5
+    assert spec.resources["worker"].memory_gib == 0.5
+    assert spec.consecutive == 3 and spec.allocation == "dynamic" and spec.scheduler == "default"
+
+
+def test_user_model_file_resolved_beside_job_file(tmp_path: Path) -> None:
+    (tmp_path / "net.py").write_text("def build(num_classes):\n    raise NotImplementedError\n")
+    job = tmp_path / "job.yaml"
+    job.write_text("name: j\nmodel: net.py\ndataset: digits\ntarget_loss: 0.2\nbudget: 1\n")
+    assert load_spec(job).model == {"file": str(tmp_path / "net.py")}
+
+
+BROKEN = [
+    ("negative-target", dict(GOOD, target_loss=-1), "target_loss", "must be > 0, got -1"),
+    ("missing-target", {k: v for k, v in GOOD.items() if k != "target_loss"}, "target_loss", "missing"),
+    ("string-budget", dict(GOOD, budget="lots"), "budget", "must be a number"),
+    ("zero-budget", dict(GOOD, budget=0), "budget", "must be > 0"),
+    ("unknown-model", dict(GOOD, model="vgg99"), "model", "unknown model 'vgg99'"),
+    ("missing-model-file", dict(GOOD, model="nope.py"), "model", "does not exist"),
+    ("unknown-dataset", dict(GOOD, dataset="imagenet"), "dataset.name", "unknown dataset 'imagenet'"),
+    ("cifar-without-path", dict(GOOD, dataset={"name": "cifar10"}), "dataset.path", "cifar-10-python"),
+    ("cifar-missing-files", dict(GOOD, dataset={"name": "cifar10", "path": "/nonexistent"}), "dataset.path",
+     "data_batch_1"),
+    ("bad-allocation", dict(GOOD, allocation="elastic"), "allocation", "must be one of dynamic, static"),
+    ("static-without-workers", dict(GOOD, allocation="static", servers=1), "workers", "static allocation"),
+    ("workers-over-max", dict(GOOD, workers=5, max_workers=4), "workers", "<= max_workers"),
+    ("fractional-epochs", dict(GOOD, max_epochs=2.5), "max_epochs", "whole number"),
+    ("bad-scheduler", dict(GOOD, scheduler="volcano"), "scheduler", "default, gang"),
+    ("unknown-field", dict(GOOD, target_los=0.1), "target_los", "unknown field"),
+    ("bad-name", dict(GOOD, name="My Job!"), "name", "lowercase"),
+    ("bad-cpu", dict(GOOD, resources={"worker": {"cpu": "lots"}}), "resources.worker.cpu", "cores"),
+    ("bad-role", dict(GOOD, resources={"gpu": {"cpu": 1}}), "resources.gpu", "unknown role"),
+    ("bad-optimizer", dict(GOOD, optimizer="lbfgs"), "optimizer", "must be one of"),
+    ("batch-below-workers", dict(GOOD, batch_size=2, max_workers=4), "batch_size", ">= max_workers"),
+    ("bool-as-number", dict(GOOD, learning_rate=True), "learning_rate", "must be a number"),
+    ("infinite", dict(GOOD, target_loss=float("inf")), "target_loss", "finite"),
+    ("bad-prices", dict(GOOD, prices={"per_hour": 1}), "prices", "cpu_core_second"),
+]
+
+
+@pytest.mark.parametrize("data,field,problem", [b[1:] for b in BROKEN], ids=[b[0] for b in BROKEN])
+def test_broken_job_files_name_field_and_problem(data: dict, field: str, problem: str) -> None:
+    with pytest.raises(SpecError) as e:
+        parse_spec(data, "jobs/x.yaml")
+    assert e.value.field == field
+    assert str(e.value).startswith(f"jobs/x.yaml: {field}: ")
+    assert problem in str(e.value)
+
+
+RAW = [
+    ("not-yaml", "name: [unclosed\n", "line"),
+    ("not-a-mapping", "- just\n- a list\n", "must be a YAML mapping"),
+    ("empty", "", "must be a YAML mapping"),
+]
+
+
+@pytest.mark.parametrize("text,problem", [r[1:] for r in RAW], ids=[r[0] for r in RAW])
+def test_unparseable_files_via_cli_exit_2_without_traceback(text: str, problem: str, tmp_path: Path,
+                                                            coach_home: Path) -> None:
+    job = tmp_path / "bad.yaml"
+    job.write_text(text)
+    proc = run_coach("submit", str(job))
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert str(job) in proc.stderr and problem in proc.stderr
+
+
+def test_cli_rejects_every_bad_file_and_starts_nothing(tmp_path: Path, coach_home: Path) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text("name: ok\nmodel: mlp\ndataset: digits\ntarget_loss: 0.2\nbudget: 1\n")
+    bad1 = tmp_path / "bad1.yaml"
+    bad1.write_text("name: a\nmodel: mlp\ndataset: digits\ntarget_loss: -1\nbudget: 1\n")
+    proc = run_coach("submit", str(good), str(bad1), str(tmp_path / "missing.yaml"))
+    assert proc.returncode == 2
+    assert f"{bad1}: target_loss: must be > 0, got -1" in proc.stderr.replace("\n", "")
+    assert "missing.yaml: no such file" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    status = run_coach("status", "--json", check=True)
+    assert status.stdout.strip() == "[]"  # nothing was recorded or started
+
+
+def test_unknown_job_id_is_a_clear_error(coach_home: Path) -> None:
+    proc = run_coach("history", "no-such-job")
+    assert proc.returncode == 1
+    assert "no job 'no-such-job'" in proc.stderr and "Traceback" not in proc.stderr
