@@ -7,9 +7,11 @@ package gang
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -38,6 +40,15 @@ type Plugin struct {
 	handle   fwk.Handle
 	registry *jobs.Registry
 	timeout  time.Duration
+
+	mu sync.Mutex
+	// failed remembers when a job's group last failed for a reason other than
+	// capacity (no node passed the filters, or the barrier timed out); such a
+	// job does not make younger jobs yield until the entry expires.
+	failed map[jobs.Key]time.Time
+	// yielded holds jobs whose pods yielded to an older job; they are
+	// activated when that job's group starts or fails.
+	yielded map[jobs.Key]struct{}
 }
 
 var (
@@ -55,16 +66,14 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 	if err != nil {
 		return nil, err
 	}
-	return &Plugin{
-		handle:   h,
-		registry: jobs.Shared(h.SharedInformerFactory()),
-		timeout:  time.Duration(args.PermitTimeoutSeconds) * time.Second,
-	}, nil
+	return NewWithRegistry(h, jobs.Shared(h.SharedInformerFactory()),
+		time.Duration(args.PermitTimeoutSeconds)*time.Second), nil
 }
 
 // NewWithRegistry builds the plugin on a given handle and registry (tests).
 func NewWithRegistry(h fwk.Handle, r *jobs.Registry, timeout time.Duration) *Plugin {
-	return &Plugin{handle: h, registry: r, timeout: timeout}
+	return &Plugin{handle: h, registry: r, timeout: timeout, failed: map[jobs.Key]time.Time{},
+		yielded: map[jobs.Key]struct{}{}}
 }
 
 func decodeArgs(obj runtime.Object) (Args, error) {
@@ -108,7 +117,50 @@ func (p *Plugin) PreEnqueue(_ context.Context, pod *v1.Pod) *fwk.Status {
 	if ok, why := core.Admit(v); !ok {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
 	}
+	// The queue re-runs PreEnqueue for gated pods only on their own updates,
+	// so the pod that completes a job wakes its gated siblings. Activate takes
+	// the queue's lock, which is held while PreEnqueue runs: do it later.
+	go p.activate(klog.Background(), []jobs.Key{m.Job}, pod)
 	return nil
+}
+
+// activate moves the unbound pods of jobs (except skip) to the active queue.
+func (p *Plugin) activate(logger klog.Logger, keys []jobs.Key, skip *v1.Pod) {
+	f := p.handle.SharedInformerFactory()
+	if f == nil || len(keys) == 0 {
+		return
+	}
+	lister := f.Core().V1().Pods().Lister()
+	pods := map[string]*v1.Pod{}
+	for _, k := range keys {
+		sel := labels.SelectorFromSet(labels.Set{jobs.LabelJob: k.Name})
+		list, err := lister.Pods(k.Namespace).List(sel)
+		if err != nil {
+			continue
+		}
+		for _, q := range list {
+			if q.Spec.NodeName == "" && (skip == nil || q.UID != skip.UID) {
+				pods[q.Namespace+"/"+q.Name] = q
+			}
+		}
+	}
+	if len(pods) > 0 {
+		p.handle.Activate(logger, pods)
+	}
+}
+
+// wakeYielded activates the jobs that yielded to an older one.
+func (p *Plugin) wakeYielded(logger klog.Logger) {
+	p.mu.Lock()
+	keys := make([]jobs.Key, 0, len(p.yielded))
+	for k := range p.yielded {
+		keys = append(keys, k)
+	}
+	clear(p.yielded)
+	p.mu.Unlock()
+	if len(keys) > 0 {
+		go p.activate(logger, keys, nil)
+	}
 }
 
 // EventsToRegister names the events that may let a rejected or gated pod on:
@@ -134,7 +186,9 @@ func (p *Plugin) sameJobAdded(_ klog.Logger, pod *v1.Pod, _, newObj interface{})
 	// The queue may deliver this event before the registry's own handler:
 	// observe the pod here so PreEnqueue sees it.
 	p.registry.Observe(added)
-	if o, ok := jobs.MemberOf(added); ok && o.Job == m.Job {
+	if o, ok := jobs.MemberOf(added); ok && (o.Job == m.Job || added.Spec.NodeName != "") {
+		// same job: it may now be complete; another job's pod placed: a
+		// group this pod yielded to has started, so this one may go next
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil
@@ -169,6 +223,20 @@ func (p *Plugin) PreFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
+	// FIFO across the queue: pods leave backoff in any order, so a younger
+	// job whose pods come first yields to an older one that fits now.
+	for _, older := range p.registry.OlderUnplaced(m.Job) {
+		if ok, _ := core.Admit(older); !ok || waiting[older.Key] > 0 || p.recentlyFailed(older.Key) {
+			continue
+		}
+		if core.GroupFits(free, inFlight, core.Outstanding(older, 0)) {
+			p.mu.Lock()
+			p.yielded[m.Job] = struct{}{}
+			p.mu.Unlock()
+			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
+				"job %s yields to the older job %s, whose minimum group fits", m.Job, older.Key))
+		}
+	}
 	if !core.GroupFits(free, inFlight, demand) {
 		p.release(ctx, m.Job, "minimum group does not fit")
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
@@ -187,6 +255,8 @@ func (p *Plugin) PostFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, 
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
+	p.markFailed(m.Job)
+	p.wakeYielded(klog.FromContext(ctx))
 	p.release(ctx, m.Job, "a pod of the group found no node")
 	return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("job %s: released its waiting pods", m.Job))
 }
@@ -203,6 +273,7 @@ func (p *Plugin) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _
 		return
 	}
 	p.registry.Unpermit(pod)
+	p.markFailed(m.Job)
 	p.release(ctx, m.Job, fmt.Sprintf("pod %s was unreserved", pod.Name))
 }
 
@@ -231,6 +302,7 @@ func (p *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, node
 			p.registry.MarkPermitted(wp.GetPod())
 			wp.Allow(Name)
 		}
+		p.wakeYielded(logger)
 		logger.V(2).Info("Minimum group complete", "job", m.Job.String(), "pods", len(siblings)+1+v.Placed())
 		return nil, 0
 	default:
@@ -252,6 +324,25 @@ func (p *Plugin) release(ctx context.Context, job jobs.Key, why string) {
 	if n > 0 {
 		klog.FromContext(ctx).V(2).Info("Released waiting group", "job", job.String(), "pods", n, "reason", why)
 	}
+}
+
+func (p *Plugin) markFailed(job jobs.Key) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	for k, t := range p.failed { // forget old entries: the map stays small
+		if now.Sub(t) > p.timeout {
+			delete(p.failed, k)
+		}
+	}
+	p.failed[job] = now
+}
+
+func (p *Plugin) recentlyFailed(job jobs.Key) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t, ok := p.failed[job]
+	return ok && time.Since(t) <= p.timeout
 }
 
 func (p *Plugin) waitingByJob() map[jobs.Key]int {

@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 
@@ -33,6 +34,8 @@ func (h *fakeHandle) IterateOverWaitingPods(f func(fwk.WaitingPod)) {
 }
 
 func (h *fakeHandle) SnapshotSharedLister() fwk.SharedLister { return h.snapshot }
+
+func (h *fakeHandle) SharedInformerFactory() informers.SharedInformerFactory { return nil }
 
 type fakeWaiting struct {
 	pod   *v1.Pod
@@ -214,6 +217,40 @@ func TestArgs(t *testing.T) {
 			gang.SetDefaults(&a)
 			if err := gang.Validate(a); (err != nil) != tt.wantErr {
 				t.Fatalf("Validate(%+v) = %v", a, err)
+			}
+		})
+	}
+}
+
+func TestYoungerJobYieldsToOlderThatFits(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	older, younger := jobPods("old", 4, 4), jobPods("young", 2+1, 3)
+	for _, p := range older {
+		p.CreationTimestamp = metav1.NewTime(t0)
+	}
+	for _, p := range younger {
+		p.CreationTimestamp = metav1.NewTime(t0.Add(time.Second))
+	}
+	tests := []struct {
+		name  string
+		slots int64
+		pod   *v1.Pod
+		want  fwk.Code
+	}{
+		{"older goes", 4, older[0], fwk.Success},
+		{"younger yields while the older fits", 4, younger[0], fwk.Unschedulable},
+		{"younger backfills when the older cannot fit", 3, younger[0], fwk.Success},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := jobs.NewRegistry()
+			for _, p := range append(append([]*v1.Pod{}, older...), younger...) {
+				r.Observe(p)
+			}
+			h := &fakeHandle{snapshot: schedcache.NewSnapshot(nil, []*v1.Node{node("n1", tt.slots)})}
+			_, s := gang.NewWithRegistry(h, r, time.Second).PreFilter(t.Context(), nil, tt.pod, nil)
+			if s.Code() != tt.want {
+				t.Fatalf("PreFilter = %v, want %v", s, tt.want)
 			}
 		})
 	}

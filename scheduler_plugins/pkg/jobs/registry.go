@@ -214,6 +214,40 @@ func (r *Registry) View(key Key) (JobView, bool) {
 	return v, true
 }
 
+// OlderUnplaced returns the jobs that arrived before key's job and have not
+// placed their minimum group yet, oldest first.
+func (r *Registry) OlderUnplaced(key Key) []JobView {
+	r.mu.RLock()
+	me := r.jobs[key]
+	var keys []Key
+	if me != nil {
+		for k, j := range r.jobs {
+			if k != key && (j.created.Before(me.created) || (j.created.Equal(me.created) && j.seq < me.seq)) &&
+				len(j.pods)-countBound(j) > 0 {
+				keys = append(keys, k)
+			}
+		}
+	}
+	r.mu.RUnlock()
+	var out []JobView
+	for _, k := range keys {
+		if v, ok := r.View(k); ok && v.Placed() < v.MinGroup {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func countBound(j *jobRecord) int {
+	n := len(j.permitted)
+	for _, p := range j.pods {
+		if p.nodeName != "" {
+			n++
+		}
+	}
+	return n
+}
+
 // Jobs returns the number of jobs tracked (for tests: the registry shrinks).
 func (r *Registry) Jobs() int {
 	r.mu.RLock()
