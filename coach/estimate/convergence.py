@@ -59,6 +59,10 @@ real curves start slower or faster than 1/k (warm-up, a sigmoid head), and on th
 recorded curves in bench/curves even a weight of 0.05 on the head pulled the tail fit
 off — the median error after 50% of the epochs went from 10% (tail) to 21% (all points)."""
 
+FLAT_Z = 2.0
+FLAT_B1 = 1e12
+"""A plateau is stored as b0 = 0, b1 = FLAT_B1 (1/b1 ≈ 0), b2 = its level."""
+
 _SEED = 20260101
 TIE = 1e-3
 """Fits whose robust costs differ by less than this fraction count as equally good."""
@@ -156,12 +160,18 @@ def fit_convergence(progress: Sequence[float], losses: Sequence[float],
     k, y = _validate(progress, losses)
     weights = _weights(k)
     b, scale = _fit(k, y, weights, start=None)
+    tail = weights >= 0.5
+    if _curve(k[tail].min(), *b) - _curve(k.max(), *b) < FLAT_Z * scale * math.sqrt(12.0 / tail.sum()):
+        # a plateau: over the recent points the fitted fall is within FLAT_Z standard errors
+        # of a linear trend's fall (σ·√(12/n)), so any split of the level into 1/b1 + b2
+        # fits; say what the data say — it is flat here
+        b = np.array([0.0, FLAT_B1, float(np.median(y[tail]))])
     resid = y - _curve(k, *b)
     replicas: list[tuple[float, float, float]] = []
     if bootstrap > 0:
         rng = np.random.default_rng(_SEED)
         # residuals of the fully weighted (recent) points only: the head's misfit is not noise
-        pool = resid[weights >= 0.5]
+        pool = resid[tail]
         centred = pool - np.median(pool)
         fitted = _curve(k, *b)
         for _ in range(bootstrap):

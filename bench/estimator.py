@@ -1,0 +1,150 @@
+"""Estimator benchmark: how well Coach predicts epochs-to-target and speed, on real data.
+
+Convergence: for every curve in bench/curves/*.csv (`epoch,loss[,...]`, provenance in
+bench/curves/README.md) and a few targets per curve, the *true* stop epoch N is where the
+recorded validation loss is first at or below the target `--consecutive` epochs in a
+row (Coach's stop rule, 3). Targets are chosen from the data, not from a formula: for
+each fraction f in TARGET_FRACTIONS, the target is the worst loss of the 3 epochs that
+end at epoch round(f × curve length), so its stop rule is met there or earlier (N is then
+recomputed from the data). Only targets with N ≥ MIN_TRUE_EPOCHS are kept. The estimator
+then sees only the first 20% (and 50%) of N epochs — never fewer than 3 — and predicts
+N; the relative error is |predicted − N| / N, and an "unreachable" prediction counts as
+an infinite error (it is a miss). Printed: median and 90th percentile per horizon.
+
+Speed: bench/speed/*.csv (`workers,servers,samples_per_s,global_batch`, one file per
+job/machine) — each configuration is held out in turn, the model is fitted on the rest
+and predicts it; printed: the mean absolute percentage error, per file and overall.
+
+Run: `nice .venv/bin/python bench/estimator.py [--json]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT.parent))
+
+from coach.errors import EstimateError  # noqa: E402
+from coach.estimate import SpeedSample, fit_convergence, fit_speed  # noqa: E402
+
+TARGET_FRACTIONS = (0.5, 0.75, 1.0)
+HORIZONS = (0.2, 0.5)
+MIN_TRUE_EPOCHS = 10
+MIN_SEEN = 3
+
+
+def read_curve(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    with path.open() as fh:
+        rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))
+    return np.array([float(r["epoch"]) for r in rows]), np.array([float(r["loss"]) for r in rows])
+
+
+def stop_epoch(epochs: np.ndarray, losses: np.ndarray, target: float, consecutive: int) -> int | None:
+    """First epoch at which the last `consecutive` losses are all ≤ target (the stop rule)."""
+    run = 0
+    for e, loss in zip(epochs, losses):
+        run = run + 1 if loss <= target else 0
+        if run >= consecutive:
+            return int(e)
+    return None
+
+
+def targets_for(epochs: np.ndarray, losses: np.ndarray, consecutive: int) -> list[tuple[float, int]]:
+    out: dict[int, float] = {}
+    for f in TARGET_FRACTIONS:
+        end = int(round(f * len(losses)))
+        if end < consecutive:
+            continue
+        target = float(losses[end - consecutive:end].max())
+        n = stop_epoch(epochs, losses, target, consecutive)
+        if n is not None and n >= MIN_TRUE_EPOCHS and n not in out:
+            out[n] = target
+    return [(t, n) for n, t in sorted(out.items())]
+
+
+def convergence_benchmark(consecutive: int) -> tuple[list[dict], dict]:
+    cases = []
+    for path in sorted((ROOT / "curves").glob("*.csv")):
+        epochs, losses = read_curve(path)
+        for target, n_true in targets_for(epochs, losses, consecutive):
+            case = {"curve": path.stem, "target": round(target, 6), "true_epoch": n_true}
+            for h in HORIZONS:
+                seen = max(MIN_SEEN, int(math.ceil(h * n_true)))
+                try:
+                    fit = fit_convergence(epochs[:seen], losses[:seen])
+                    pred = fit.epochs_to_target(target, consecutive).epoch
+                except EstimateError:
+                    pred = None
+                err = math.inf if pred is None else abs(pred - n_true) / n_true
+                case[f"pred@{h:.0%}"] = pred
+                case[f"err@{h:.0%}"] = err
+            cases.append(case)
+    summary = {}
+    for h in HORIZONS:
+        errs = np.array([c[f"err@{h:.0%}"] for c in cases], dtype=float)
+        summary[f"{h:.0%}"] = {
+            "cases": int(errs.size),
+            "median": float(np.median(errs)) if errs.size else None,
+            "p90": float(np.percentile(errs, 90, method="higher")) if errs.size else None,
+            "unreachable": int(np.isinf(errs).sum()),
+        }
+    return cases, summary
+
+
+def speed_benchmark() -> tuple[dict[str, dict], float | None]:
+    per_file: dict[str, dict] = {}
+    all_errors: list[float] = []
+    for path in sorted((ROOT / "speed").glob("*.csv")):
+        with path.open() as fh:
+            samples = [SpeedSample(int(r["workers"]), int(r["servers"]), float(r["samples_per_s"]),
+                                   int(float(r["global_batch"])))
+                       for r in csv.DictReader(line for line in fh if not line.startswith("#"))]
+        model = fit_speed(samples)
+        # the model's own held-out error: each configuration predicted by a fit without it
+        if model.mape is None:
+            continue
+        per_file[path.stem] = {"configs": model.n_configs, "form": model.form, "mape": model.mape,
+                               "candidates": model.candidates}
+        all_errors.extend([model.mape] * model.n_configs)
+    return per_file, (float(np.mean(all_errors)) if all_errors else None)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--consecutive", type=int, default=3, help="stop rule: epochs in a row ≤ target")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--cases", action="store_true", help="print every case")
+    args = ap.parse_args()
+    cases, summary = convergence_benchmark(args.consecutive)
+    speed, speed_mape = speed_benchmark()
+    if args.json:
+        print(json.dumps({"convergence": summary, "speed": speed, "speed_mape": speed_mape,
+                          "cases": cases if args.cases else len(cases)}, default=str))
+        return
+    if args.cases:
+        for c in cases:
+            print("  ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in c.items()))
+    n_curves = len({c["curve"] for c in cases})
+    print(f"convergence: {len(cases)} (curve, target) cases from {n_curves} curves, stop rule "
+          f"{args.consecutive} in a row")
+    for h, s in summary.items():
+        print(f"  after {h:>3} of the epochs: median relative error {s['median']:.1%}, "
+              f"p90 {s['p90']:.1%}, predicted unreachable {s['unreachable']}/{s['cases']}")
+    if speed_mape is None:
+        print("speed: no data in bench/speed/*.csv (columns workers,servers,samples_per_s,global_batch)")
+    else:
+        for name, s in speed.items():
+            print(f"  speed {name}: {s['configs']} configurations, {s['form']} form, held-out MAPE {s['mape']:.1%}")
+        print(f"speed: held-out MAPE over all configurations {speed_mape:.1%}")
+
+
+if __name__ == "__main__":
+    main()
