@@ -225,7 +225,9 @@ def _start_all(directory: Path, nodes: int, cpu: str, memory: str) -> Path:
             f"--service-account-key-file={pki / 'sa.pub'}",
             f"--service-account-signing-key-file={sa_key}",
             "--service-cluster-ip-range=10.96.0.0/24",
-            "--disable-admission-plugins=ServiceAccount",   # no controller makes default service accounts
+            # no controller makes default service accounts, and no node-lifecycle
+            # controller would lift the not-ready taint that TaintNodesByCondition sets
+            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
             "--endpoint-reconciler-type=none",               # loopback is no valid endpoint address
             "--enable-priority-and-fairness=false", "--profiling=false", "--v=0"]))
         state.save(directory)

@@ -15,6 +15,8 @@ from coach.cluster.kube import Kube, Obj
 NODE_PREFIX = "coach-node-"
 NODE_LABEL = "coach.io/simulated-node"
 MAX_PODS = 110
+# taints a node-lifecycle controller would lift once a kubelet reports Ready
+LIFECYCLE_TAINTS = {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
 
 
 def node_name(i: int) -> str:
@@ -56,8 +58,13 @@ def set_nodes(kube: Kube, count: int, cpu: str, memory: str) -> None:
         obj = node_object(name, cpu, memory)
         if name not in existing:
             kube.call("POST", "/api/v1/nodes", json=obj)
-        # status is a subresource: set it explicitly, on create and on change of capacity
         current = kube.call("GET", f"/api/v1/nodes/{name}")
+        taints = current.get("spec", {}).get("taints") or []
+        kept = [t for t in taints if t.get("key") not in LIFECYCLE_TAINTS]
+        if kept != taints:
+            current["spec"]["taints"] = kept
+            current = kube.call("PUT", f"/api/v1/nodes/{name}", json=current)
+        # status is a subresource: set it explicitly, on create and on change of capacity
         if current.get("status", {}).get("allocatable") != obj["status"]["allocatable"] or \
                 not any(c.get("type") == "Ready" and c.get("status") == "True"
                         for c in current.get("status", {}).get("conditions", [])):
