@@ -1,0 +1,145 @@
+"""`coach plot JOB_ID`: one PNG that shows how a job converged, what it ran with and why.
+
+Three panels, left to right:
+
+1. validation loss per epoch (tuning mini-epochs at their fractional progress), the
+   fitted curve l(k) = 1/(b0·k + b1) + b2, the target, and the predicted epoch at which
+   the stop rule is met with its 80% interval (or "unreachable" and the asymptote);
+2. workers and servers per epoch;
+3. the fitted speed surface f(w, s) in samples/s as a heatmap, with the measured
+   configurations marked.
+
+The x axis of panel 1 is training progress in epochs, the same numbers the job loop
+passes to `fit_convergence` (tuning mini-epochs count as the fraction of an epoch they
+processed), so the fitted curve lines up with the points.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from coach.estimate.convergence import ConvergenceFit  # noqa: E402
+from coach.estimate.speed import SpeedModel  # noqa: E402
+from coach.state.records import EpochRecord  # noqa: E402
+
+
+def progress_of(epochs: Sequence[EpochRecord]) -> list[float]:
+    """Training progress (epochs) after each record, in order: tuning counts as its share of an epoch.
+
+    A tuning mini-epoch's share is its samples over the samples of a training epoch (the
+    median of the training epochs'; if none ran yet, the largest tuning run counts as 1).
+    """
+    train = [e.samples for e in epochs if e.phase == "training" and e.samples > 0]
+    per_epoch = float(np.median(train)) if train else float(max([e.samples for e in epochs] + [1]))
+    out, tuned = [], 0.0
+    for e in epochs:
+        if e.phase == "tuning":
+            tuned += e.samples / per_epoch if per_epoch > 0 else 0.0
+            out.append(tuned)
+        else:
+            out.append(tuned + e.epoch)
+    return out
+
+
+def plot_job(out: Path, epochs: Sequence[EpochRecord], target: float, fit: ConvergenceFit | None,
+             speed: SpeedModel | None, consecutive: int = 3, title: str | None = None) -> Path:
+    """Draw the three panels into `out` (PNG) and return its path."""
+    out = Path(out)
+    fig, (ax_loss, ax_ws, ax_speed) = plt.subplots(1, 3, figsize=(16, 4.8))
+    fig.suptitle(title or (f"job {epochs[0].job_id}" if epochs else "job"))
+    _loss_panel(ax_loss, epochs, target, fit, consecutive)
+    _ws_panel(ax_ws, epochs)
+    _speed_panel(fig, ax_speed, epochs, speed)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
+
+
+def _loss_panel(ax, epochs: Sequence[EpochRecord], target: float, fit: ConvergenceFit | None,
+                consecutive: int) -> None:
+    x = np.array(progress_of(epochs), dtype=float)
+    y = np.array([e.val_loss for e in epochs], dtype=float)
+    tuning = np.array([e.phase == "tuning" for e in epochs], dtype=bool)
+    x_end = float(x.max()) if x.size else 1.0
+    pred = fit.epochs_to_target(target, consecutive) if fit is not None else None
+    if pred is not None and pred.epoch is not None:
+        x_end = max(x_end, float(pred.hi if pred.hi is not None else pred.epoch)) * 1.05
+    if fit is not None:
+        grid = np.linspace(min(0.1, x.min()) if x.size else 0.1, max(x_end, 1.0), 300)
+        ax.plot(grid, fit.predict(grid), "-", color="tab:orange",
+                label=f"fit 1/({fit.b0:.3g}·k + {fit.b1:.3g}) + {fit.b2:.3g}")
+    if tuning.any():
+        ax.plot(x[tuning], y[tuning], "s", color="tab:gray", ms=5, label="tuning mini-epochs")
+    if (~tuning).any():
+        ax.plot(x[~tuning], y[~tuning], "o-", color="tab:blue", ms=4, label="validation loss")
+    ax.axhline(target, color="tab:green", ls="--", lw=1, label=f"target {target:g}")
+    if pred is not None:
+        if pred.epoch is not None:
+            ax.axvline(pred.epoch, color="tab:red", lw=1,
+                       label=f"stop rule predicted at epoch {pred.epoch}")
+            if pred.lo is not None:
+                ax.axvspan(pred.lo, pred.hi if pred.hi is not None else x_end, color="tab:red", alpha=0.12,
+                           label=f"80% interval [{pred.lo}, {pred.hi if pred.hi is not None else 'never'}]")
+        else:
+            ax.axhline(pred.asymptote, color="tab:red", ls=":", lw=1,
+                       label=f"unreachable: asymptote {pred.asymptote:.3g}")
+    ax.set_xlabel("training progress (epochs)")
+    ax.set_ylabel("validation loss")
+    ax.set_title("convergence")
+    if y.size and np.all(y > 0) and y.max() / max(y.min(), 1e-12) > 20:
+        ax.set_yscale("log")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+
+
+def _ws_panel(ax, epochs: Sequence[EpochRecord]) -> None:
+    x = np.array(progress_of(epochs), dtype=float)
+    ax.step(x, [e.workers for e in epochs], where="post", marker="o", ms=3, label="workers w")
+    ax.step(x, [e.servers for e in epochs], where="post", marker="s", ms=3, label="servers s")
+    for xi, e in zip(x, epochs):
+        if e.retries:
+            ax.annotate(f"{e.retries} retr.", (xi, e.workers), fontsize=6, color="tab:red")
+    ax.set_xlabel("training progress (epochs)")
+    ax.set_ylabel("functions")
+    ax.set_title("workers and servers per epoch")
+    top = max([e.workers for e in epochs] + [e.servers for e in epochs] + [1])
+    ax.set_ylim(0, top + 1)
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+
+
+def _speed_panel(fig, ax, epochs: Sequence[EpochRecord], speed: SpeedModel | None) -> None:
+    ax.set_title("speed model f(w, s)" + (f": {speed.form}" if speed else ""))
+    ax.set_xlabel("workers w")
+    ax.set_ylabel("servers s")
+    if speed is None:
+        ax.text(0.5, 0.5, "no speed model yet", ha="center", va="center", transform=ax.transAxes)
+        return
+    w_max = max([e.workers for e in epochs] + [1]) + 2
+    s_max = max([e.servers for e in epochs] + [1]) + 1
+    grid = np.array([[speed.predict(w, s) for w in range(1, w_max + 1)] for s in range(1, s_max + 1)])
+    im = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis",
+                   extent=(0.5, w_max + 0.5, 0.5, s_max + 0.5))
+    fig.colorbar(im, ax=ax, label="samples/s")
+    for s in range(1, s_max + 1):
+        for w in range(1, w_max + 1):
+            ax.text(w, s, f"{grid[s - 1, w - 1]:.0f}", ha="center", va="center", fontsize=7, color="white")
+    seen = {(e.workers, e.servers) for e in epochs}
+    if seen:
+        ws = sorted(seen)
+        ax.plot([w for w, _ in ws], [s for _, s in ws], "o", mfc="none", mec="red", ms=16, label="measured")
+        ax.legend(fontsize=7, loc="upper right")
+    mape = "n/a" if speed.mape is None else f"{speed.mape:.1%}"
+    ax.set_xlabel(f"workers w   (held-out MAPE {mape})")
+    ax.set_xticks(range(1, w_max + 1))
+    ax.set_yticks(range(1, s_max + 1))

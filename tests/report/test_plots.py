@@ -1,0 +1,54 @@
+"""plot_job writes a PNG for a job with or without fitted models."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from coach.estimate import SpeedSample, fit_convergence, fit_speed
+from coach.report import plot_job, progress_of
+from coach.state.records import EpochRecord
+
+CURVE = Path(__file__).resolve().parents[2] / "bench" / "curves" / "mnist5k_mlp_sgd_lr0.003.csv"
+
+
+def records(n_train: int = 20) -> list[EpochRecord]:
+    with CURVE.open() as fh:
+        rows = list(csv.DictReader(fh))
+    out = [EpochRecord("job1", "tuning", i, w, s, 2.3, 2.3 - 0.05 * i, 5.0, 400, 80.0 * w, 0.01)
+           for i, (w, s) in enumerate([(1, 1), (2, 1), (1, 2), (2, 2)], start=1)]
+    for r in rows[:n_train]:
+        e = int(r["epoch"])
+        w, s = (1, 1) if e < 5 else (2, 1)
+        out.append(EpochRecord("job1", "training", e, w, s, float(r["train_loss"]), float(r["loss"]),
+                               float(r["seconds"]), 4000, 4000 / float(r["seconds"]), 0.02))
+    return out
+
+
+def test_progress_counts_tuning_as_a_fraction_of_an_epoch():
+    p = progress_of(records(3))
+    assert p[:4] == pytest.approx([0.1, 0.2, 0.3, 0.4])
+    assert p[4:] == pytest.approx([1.4, 2.4, 3.4])
+
+
+@pytest.mark.parametrize("with_models", [True, False], ids=["fitted", "no-models"])
+def test_plot_job_writes_a_png(tmp_path, with_models):
+    recs = records()
+    fit = speed = None
+    if with_models:
+        train = [r for r in recs if r.phase == "training"]
+        fit = fit_convergence(progress_of(recs), [r.val_loss for r in recs])
+        speed = fit_speed([SpeedSample(r.workers, r.servers, r.samples_per_s, 64 * r.workers) for r in recs])
+        assert train
+    out = plot_job(tmp_path / "sub" / "job.png", recs, target=0.45, fit=fit, speed=speed)
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+
+
+def test_unreachable_target_is_drawn(tmp_path):
+    recs = records()
+    fit = fit_convergence(progress_of(recs), [r.val_loss for r in recs])
+    out = plot_job(tmp_path / "job.png", recs, target=0.01, fit=fit, speed=None)
+    assert out.exists()
