@@ -1,0 +1,82 @@
+"""Coach's embedded local backend against plain MXNet parameter-server processes, side by side.
+
+The same epochs (same data, shards, batches, (w, s), learning rate) run once as a Coach job
+(static allocation, every epoch a fresh ps-lite group forked from warm function replicas,
+checkpointed and resumed) and once through bench/plain_ps.py (processes started once). The
+ratio of wall times is Coach's overhead; the validation losses must agree.
+
+    .venv/bin/python bench/local_overhead.py --epochs 3 --workers 1 --servers 1 [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_coach(args: argparse.Namespace) -> dict:
+    with tempfile.TemporaryDirectory() as home:
+        job = Path(home) / "bench.yaml"
+        job.write_text(yaml.safe_dump(dict(
+            name="bench", model=args.model, dataset=args.dataset, target_loss=1e-9, budget=1e9,
+            batch_size=args.batch_size, learning_rate=args.lr, allocation="static", workers=args.workers,
+            servers=args.servers, max_workers=max(args.workers, 1), max_servers=max(args.servers, 1),
+            max_epochs=args.epochs)))
+        env = dict(os.environ, COACH_HOME=home)
+        t0 = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "coach.cli.main", "submit", str(job), "--json"],
+                              env=env, capture_output=True, text=True, cwd=ROOT)
+        wall = time.monotonic() - t0
+        [rec] = json.loads(proc.stdout)
+        hist = json.loads(subprocess.run([sys.executable, "-m", "coach.cli.main", "history", rec["job_id"],
+                                          "--json"], env=env, capture_output=True, text=True, cwd=ROOT).stdout)
+    return {"wall_s": wall, "status": rec["status"],
+            "epochs": [{"epoch": r["epoch"], "val_loss": r["val_loss"], "seconds": r["duration_s"]} for r in hist]}
+
+
+def run_plain(args: argparse.Namespace) -> dict:
+    cmd = [sys.executable, str(ROOT / "bench" / "plain_ps.py"), "--workers", str(args.workers),
+           "--servers", str(args.servers), "--epochs", str(args.epochs), "--dataset", args.dataset,
+           "--model", args.model, "--batch-size", str(args.batch_size), "--lr", str(args.lr)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--servers", type=int, default=1)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--dataset", default="mnist-5k")
+    ap.add_argument("--model", default="lenet")
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--rounds", type=int, default=1, help="alternate coach/plain this many times")
+    args = ap.parse_args()
+    ratios = []
+    for r in range(args.rounds):
+        plain, coach = run_plain(args), run_coach(args)
+        ratio = coach["wall_s"] / plain["wall_s"]
+        ratios.append(ratio)
+        print(f"round {r + 1}: ({args.workers}, {args.servers}) {args.model}/{args.dataset} {args.epochs} epochs")
+        print(f"  plain MXNet PS : {plain['wall_s']:7.1f} s  epochs " +
+              " ".join(f"{e['seconds']:.1f}s/val {e['val_loss']:.4f}" for e in plain["epochs"]))
+        print(f"  coach (local)  : {coach['wall_s']:7.1f} s  epochs " +
+              " ".join(f"{e['seconds']:.1f}s/val {e['val_loss']:.4f}" for e in coach["epochs"]))
+        same = all(abs(a["val_loss"] - b["val_loss"]) < 1e-3 for a, b in zip(plain["epochs"], coach["epochs"]))
+        print(f"  ratio coach/plain: {ratio:.3f}   validation losses agree: {same}")
+    print(json.dumps({"ratios": ratios, "median_ratio": sorted(ratios)[len(ratios) // 2]}))
+
+
+if __name__ == "__main__":
+    main()

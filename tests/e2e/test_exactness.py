@@ -1,0 +1,60 @@
+"""Coach's epochs compute what plain training computes: a distributed (1, 1) epoch through the
+role functions equals a single-process epoch, and resuming from a checkpoint with fresh
+processes continues exactly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from coach.backends.local import LocalBackend
+from coach.data import load_dataset, shard_indices
+from coach.job.epoch import EpochPlan, EpochRunner
+from coach.models import build_model
+from coach.training.epoch import mean_loss
+
+pytestmark = pytest.mark.slow
+HYPER = {"batch_size": 64, "optimizer": "sgd", "learning_rate": 0.05, "momentum": 0.9}
+
+
+def _single_process(epochs: int) -> list[float]:
+    import mxnet as mx
+    from mxnet import autograd, gluon
+
+    data = load_dataset("mnist-5k")
+    mx.random.seed(42)
+    net = build_model("lenet", 10)
+    net.initialize(mx.init.Xavier())
+    net(mx.nd.zeros((1,) + data.sample_shape))
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.05, "momentum": 0.9})
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    vals = []
+    for epoch in range(1, epochs + 1):
+        idx = shard_indices(len(data.x_train), epoch, 0, 1)
+        for i in range(0, len(idx), 64):
+            sel = idx[i:i + 64]
+            with autograd.record():
+                loss = loss_fn(net(mx.nd.array(data.x_train[sel])), mx.nd.array(data.y_train[sel]))
+            loss.backward()
+            trainer.step(len(sel))
+        vals.append(mean_loss(net, data.x_val, data.y_val, mx))
+    return vals
+
+
+def test_distributed_epochs_with_checkpoints_equal_single_process_training(tmp_path: Path) -> None:
+    backend = LocalBackend(cpu=2)
+    runner = EpochRunner(backend, tmp_path, max_retries=0, on_event=lambda *_: None)
+    vals, ckpt = [], None
+    try:
+        for epoch in (1, 2):
+            out = runner.run(EpochPlan(job_id="exact", phase="training", epoch=epoch, workers=1, servers=1,
+                                       seed=epoch, limit=None, deadline_s=300, checkpoint_in=ckpt,
+                                       checkpoint_out=str(tmp_path / f"ck{epoch}"),
+                                       task={"dataset": {"name": "mnist-5k"}, "model": {"name": "lenet"},
+                                             "hyper": HYPER}))
+            vals.append(out.val_loss)
+            ckpt = out.checkpoint
+    finally:
+        backend.close()
+    assert vals == pytest.approx(_single_process(2), rel=1e-5)
