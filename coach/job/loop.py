@@ -11,7 +11,6 @@ Each job runs its own loop in its own thread; jobs meet only in the Coordinator.
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 import traceback
@@ -20,8 +19,9 @@ from pathlib import Path
 
 from coach.backends.base import Backend
 from coach.data import load_dataset
-from coach.errors import CoachError, EpochFailed, EstimateError
-from coach.estimate import SpeedSample, epoch_budget, eta, fit_convergence, fit_speed, measured_cost
+from coach.errors import CoachError, EpochFailed
+from coach.estimate import epoch_budget, eta, measured_cost
+from coach.estimate.history import fit_history, progress_of
 from coach.estimate.cost import epoch_cost
 from coach.job.coordinator import Coordinator
 from coach.job.epoch import EpochOutcome, EpochPlan, EpochRunner
@@ -30,7 +30,6 @@ from coach.spec import JobSpec
 from coach.state.records import EpochRecord
 from coach.state.store import Store
 
-log = logging.getLogger(__name__)
 
 TUNING_CONFIGS = ((1, 1), (2, 1), (2, 2), (1, 2))   # each step adds at most one function
 TUNING_WAIT_S = 5.0          # a tuning config that does not fit soon is skipped, not waited for
@@ -82,14 +81,6 @@ class JobLoop:
     def _history(self) -> list[EpochRecord]:
         return self.store.epochs(self.run.job_id)
 
-    def _progress(self, history: list[EpochRecord]) -> list[float]:
-        """Epochs of data seen after each record (tuning mini-epochs count as fractions)."""
-        seen, out = 0, []
-        for r in history:
-            seen += r.samples
-            out.append(seen / self.n_train)
-        return out
-
     def _task(self) -> dict:
         s = self.spec
         return {"dataset": dict(s.dataset), "model": dict(s.model), "hyper": s.hyper}
@@ -129,19 +120,8 @@ class JobLoop:
                 shutil.rmtree(p, ignore_errors=True)
 
     # -- models ----------------------------------------------------------------------------
-    def _speed(self, history: list[EpochRecord]):
-        samples = [SpeedSample(r.workers, r.servers, r.samples_per_s, self.spec.batch_size)
-                   for r in history if r.samples_per_s > 0]
-        try:
-            return fit_speed(samples) if samples else None
-        except EstimateError:
-            return None
-
-    def _convergence(self, history: list[EpochRecord]):
-        try:
-            return fit_convergence(self._progress(history), [r.val_loss for r in history])
-        except EstimateError:
-            return None
+    def _fits(self, history: list[EpochRecord]):
+        return fit_history(history, self.spec.batch_size, self.n_train)
 
     def _epoch_seconds(self, history: list[EpochRecord], speed, w: int, s: int) -> float | None:
         """Predicted wall time of a whole training epoch on (w, s): training + measured overhead."""
@@ -163,12 +143,12 @@ class JobLoop:
         return n
 
     def _update_eta(self, history: list[EpochRecord], w: int, s: int):
-        fit, speed = self._convergence(history), self._speed(history)
+        fit, speed = self._fits(history)
         if fit is None:
             return None
         seconds = self._epoch_seconds(history, speed, w, s) or history[-1].duration_s
-        e = eta(fit, self.spec.target_loss, self.spec.consecutive, self._progress(history)[-1], seconds,
-                self._streak(history))
+        e = eta(fit, self.spec.target_loss, self.spec.consecutive, progress_of(history, self.n_train)[-1],
+                seconds, self._streak(history))
         info = {"epochs_left": e.epochs_left, "lo": e.lo, "hi": e.hi, "seconds": e.seconds,
                 "seconds_lo": e.seconds_lo, "seconds_hi": e.seconds_hi, "reachable": e.reachable,
                 "asymptote": e.asymptote, "at": time.time()}
@@ -182,7 +162,7 @@ class JobLoop:
         if e is not None and e.epochs_left is not None:
             remaining_epochs = float(max(1, e.epochs_left))
         return JobDemand(
-            job_id=self.run.job_id, speed=self._speed(history), remaining_epochs=remaining_epochs,
+            job_id=self.run.job_id, speed=self._fits(history)[1], remaining_epochs=remaining_epochs,
             samples_per_epoch=float(self.n_train), max_workers=self.spec.max_workers,
             max_servers=self.spec.max_servers,
             static=(self.spec.workers, self.spec.servers) if self.spec.allocation == "static" else None,

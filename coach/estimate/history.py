@@ -1,0 +1,36 @@
+"""Fit a job's models from its recorded epochs: the one place that turns history into fits,
+shared by the job loop (planning, ETA) and `coach plot`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from coach.errors import EstimateError
+from coach.estimate.convergence import ConvergenceFit, fit_convergence
+from coach.estimate.speed import SpeedModel, SpeedSample, fit_speed
+from coach.state.records import EpochRecord
+
+
+def progress_of(epochs: Sequence[EpochRecord], samples_per_epoch: float) -> list[float]:
+    """Epochs of data seen after each record: a tuning mini-epoch counts as its share of one."""
+    seen, out = 0, []
+    for e in epochs:
+        seen += e.samples
+        out.append(seen / samples_per_epoch)
+    return out
+
+
+def fit_history(epochs: Sequence[EpochRecord], global_batch: int,
+                samples_per_epoch: float) -> tuple[ConvergenceFit | None, SpeedModel | None]:
+    """(convergence fit, speed model), each None while there is too little to fit."""
+    try:
+        fit = fit_convergence(progress_of(epochs, samples_per_epoch), [e.val_loss for e in epochs])
+    except EstimateError:
+        fit = None
+    samples = [SpeedSample(e.workers, e.servers, e.samples_per_s, global_batch)
+               for e in epochs if e.samples_per_s > 0]
+    try:
+        speed = fit_speed(samples) if samples else None
+    except EstimateError:
+        speed = None
+    return fit, speed
