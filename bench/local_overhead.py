@@ -5,7 +5,8 @@ The same epochs (same data, shards, batches, (w, s), learning rate) run once as 
 checkpointed and resumed) and once through bench/plain_ps.py (processes started once). The
 ratio of wall times is Coach's overhead; the validation losses must agree.
 
-    .venv/bin/python bench/local_overhead.py --epochs 3 --workers 1 --servers 1 [--rounds 2]
+    .venv/bin/python bench/local_overhead.py --epochs 3 --workers 1 --servers 1 [--rounds 2] \
+        [--dataset '{"name": "synthetic", "samples": 20000, "shape": [1, 28, 28]}']
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from pathlib import Path
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from plain_ps import dataset_spec  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -28,7 +32,7 @@ def run_coach(args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory() as home:
         job = Path(home) / "bench.yaml"
         job.write_text(yaml.safe_dump(dict(
-            name="bench", model=args.model, dataset=args.dataset, target_loss=1e-9, budget=1e9,
+            name="bench", model=args.model, dataset=dataset_spec(args.dataset), target_loss=1e-9, budget=1e9,
             batch_size=args.batch_size, learning_rate=args.lr, allocation="static", workers=args.workers,
             servers=args.servers, max_workers=max(args.workers, 1), max_servers=max(args.servers, 1),
             max_epochs=args.epochs)))

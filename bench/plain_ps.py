@@ -17,6 +17,11 @@ import sys
 import time
 
 
+def dataset_spec(text: str) -> dict:
+    """A dataset name (`mnist-5k`) or a JSON mapping (`{"name": "synthetic", "samples": 16000}`)."""
+    return json.loads(text) if text.lstrip().startswith("{") else {"name": text}
+
+
 def worker(args: argparse.Namespace) -> None:
     import mxnet as mx
     from mxnet import autograd, gluon
@@ -25,7 +30,8 @@ def worker(args: argparse.Namespace) -> None:
     from coach.models import build_model
     from coach.training.epoch import mean_loss
 
-    data = load_dataset(args.dataset)
+    ds = dataset_spec(args.dataset)
+    data = load_dataset(ds["name"], {k: v for k, v in ds.items() if k != "name"})
     net = build_model(args.model, data.num_classes)
     mx.random.seed(42)
     net.initialize(mx.init.Xavier())
