@@ -11,7 +11,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -115,33 +114,24 @@ func (p *Plugin) PreEnqueue(_ context.Context, pod *v1.Pod) *fwk.Status {
 	p.registry.Observe(pod)
 	v, _ := p.registry.View(m.Job)
 	if ok, why := core.Admit(v); !ok {
+		p.registry.MarkGated(m.Job)
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
 	}
 	// The queue re-runs PreEnqueue for gated pods only on their own updates,
 	// so the pod that completes a job wakes its gated siblings. Activate takes
 	// the queue's lock, which is held while PreEnqueue runs: do it later.
-	go p.activate(klog.Background(), []jobs.Key{m.Job}, pod)
+	if gated := p.registry.TakeGated(m.Job); len(gated) > 0 {
+		go p.activate(klog.Background(), gated, pod)
+	}
 	return nil
 }
 
-// activate moves the unbound pods of jobs (except skip) to the active queue.
-func (p *Plugin) activate(logger klog.Logger, keys []jobs.Key, skip *v1.Pod) {
-	f := p.handle.SharedInformerFactory()
-	if f == nil || len(keys) == 0 {
-		return
-	}
-	lister := f.Core().V1().Pods().Lister()
-	pods := map[string]*v1.Pod{}
-	for _, k := range keys {
-		sel := labels.SelectorFromSet(labels.Set{jobs.LabelJob: k.Name})
-		list, err := lister.Pods(k.Namespace).List(sel)
-		if err != nil {
-			continue
-		}
-		for _, q := range list {
-			if q.Spec.NodeName == "" && (skip == nil || q.UID != skip.UID) {
-				pods[q.Namespace+"/"+q.Name] = q
-			}
+// activate moves pods (except skip) to the active queue.
+func (p *Plugin) activate(logger klog.Logger, list []*v1.Pod, skip *v1.Pod) {
+	pods := make(map[string]*v1.Pod, len(list))
+	for _, q := range list {
+		if skip == nil || q.UID != skip.UID {
+			pods[q.Namespace+"/"+q.Name] = q
 		}
 	}
 	if len(pods) > 0 {
@@ -158,8 +148,12 @@ func (p *Plugin) wakeYielded(logger klog.Logger) {
 	}
 	clear(p.yielded)
 	p.mu.Unlock()
-	if len(keys) > 0 {
-		go p.activate(logger, keys, nil)
+	var pods []*v1.Pod
+	for _, k := range keys {
+		pods = append(pods, p.registry.Unbound(k)...)
+	}
+	if len(pods) > 0 {
+		go p.activate(logger, pods, nil)
 	}
 }
 
@@ -223,24 +217,28 @@ func (p *Plugin) PreFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
-	// FIFO across the queue: pods leave backoff in any order, so a younger
-	// job whose pods come first yields to an older one that fits now.
-	for _, older := range p.registry.OlderUnplaced(m.Job) {
-		if ok, _ := core.Admit(older); !ok || waiting[older.Key] > 0 || p.recentlyFailed(older.Key) {
-			continue
-		}
-		if core.GroupFits(free, inFlight, core.Outstanding(older, 0)) {
-			p.mu.Lock()
-			p.yielded[m.Job] = struct{}{}
-			p.mu.Unlock()
-			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
-				"job %s yields to the older job %s, whose minimum group fits", m.Job, older.Key))
-		}
-	}
 	if !core.GroupFits(free, inFlight, demand) {
 		p.release(ctx, m.Job, "minimum group does not fit")
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
 			"job %s: %d more pods of its minimum group of %d do not fit the free capacity", m.Job, len(demand), v.MinGroup))
+	}
+	// FIFO across the queue: pods leave backoff in any order, so the room
+	// that older jobs' minimum groups need (those that fit, oldest first) is
+	// set aside like an in-flight group's; a younger job that would take it
+	// yields. When everything fits, nobody yields.
+	reserved := inFlight
+	for _, older := range p.registry.OlderUnplaced(m.Job) {
+		if ok, _ := core.Admit(older); !ok || waiting[older.Key] > 0 || p.recentlyFailed(older.Key) {
+			continue
+		}
+		reserved = append(reserved, core.Outstanding(older, 0))
+	}
+	if len(reserved) > len(inFlight) && !core.GroupFits(free, reserved, demand) {
+		p.mu.Lock()
+		p.yielded[m.Job] = struct{}{}
+		p.mu.Unlock()
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
+			"job %s yields to older jobs whose minimum groups need the free room", m.Job))
 	}
 	return nil, nil
 }

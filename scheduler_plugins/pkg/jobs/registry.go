@@ -25,6 +25,7 @@ func RequestOf(pod *v1.Pod) Request {
 }
 
 type podRecord struct {
+	pod      *v1.Pod // the latest version seen
 	name     string
 	role     Role
 	nodeName string
@@ -37,6 +38,7 @@ type jobRecord struct {
 	minGroup  int
 	pods      map[types.UID]*podRecord
 	permitted map[types.UID]struct{} // passed Permit, binding not yet observed
+	gated     bool                   // a pod was kept out of the queue by PreEnqueue
 }
 
 // OrderKey places a pod in the job-FIFO queue (thesis Algorithm 1): the job
@@ -138,6 +140,7 @@ func (r *Registry) Observe(pod *v1.Pod) {
 		rec = &podRecord{name: pod.Name, request: RequestOf(pod)}
 		j.pods[pod.UID] = rec
 	}
+	rec.pod = pod
 	rec.role = m.Role
 	rec.nodeName = pod.Spec.NodeName
 	if rec.nodeName != "" {
@@ -246,6 +249,48 @@ func countBound(j *jobRecord) int {
 		}
 	}
 	return n
+}
+
+// MarkGated records that PreEnqueue kept a pod of the job out of the queue.
+func (r *Registry) MarkGated(key Key) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if j := r.jobs[key]; j != nil {
+		j.gated = true
+	}
+}
+
+// TakeGated returns the job's unbound pods if one of them was gated, and
+// clears the mark: the caller wakes them once.
+func (r *Registry) TakeGated(key Key) []*v1.Pod {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	j := r.jobs[key]
+	if j == nil || !j.gated {
+		return nil
+	}
+	j.gated = false
+	return unbound(j)
+}
+
+// Unbound returns the job's pods that have no node.
+func (r *Registry) Unbound(key Key) []*v1.Pod {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if j := r.jobs[key]; j != nil {
+		return unbound(j)
+	}
+	return nil
+}
+
+func unbound(j *jobRecord) []*v1.Pod {
+	var out []*v1.Pod
+	for _, p := range j.pods {
+		if p.nodeName == "" && p.pod != nil {
+			out = append(out, p.pod)
+		}
+	}
+	return out
 }
 
 // Jobs returns the number of jobs tracked (for tests: the registry shrinks).
