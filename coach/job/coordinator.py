@@ -8,13 +8,14 @@ does not fit waits here until another job releases its functions.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from dataclasses import dataclass, replace
 from typing import Callable
 
 from coach.backends.base import Capacity
-from coach.plan import Allocation, JobDemand, plan
+from coach.plan import Allocation, JobDemand, RunningJob, expected_wait, plan
 from coach.plan.planner import min_resources
 
 RECHECK_S = 1.0
@@ -24,6 +25,8 @@ RECHECK_S = 1.0
 class _Held:
     cpu: float
     memory_gib: float
+    since: float                    # monotonic time of the grant
+    epoch_s: float | None           # predicted length of the epoch it runs (None: unknown)
 
 
 class Coordinator:
@@ -38,8 +41,13 @@ class Coordinator:
         return cpu <= self.capacity.cpu + 1e-9 and mem <= self.capacity.memory_gib + 1e-9
 
     def acquire(self, demand: JobDemand, on_wait: Callable[[str], None] = lambda _: None,
-                timeout_s: float | None = None) -> Allocation | None:
-        """Block until the job can run; None only when `timeout_s` passes first."""
+                timeout_s: float | None = None,
+                epoch_s: Callable[[int, int], float | None] = lambda w, s: None) -> Allocation | None:
+        """Block until the job can run; None only when `timeout_s` passes first.
+
+        `epoch_s(w, s)` predicts how long the granted epoch will hold its capacity, so that
+        jobs waiting meanwhile can be told when it frees up.
+        """
         start = time.monotonic()
         with self._cond:
             self._demands[demand.job_id] = demand
@@ -50,7 +58,7 @@ class Coordinator:
                     cpu = sum(n * demand.resources[r].cpu for r, n in (("scheduler", 1), ("server", s), ("worker", w)))
                     mem = sum(n * demand.resources[r].memory_gib
                               for r, n in (("scheduler", 1), ("server", s), ("worker", w)))
-                    self._held[demand.job_id] = _Held(cpu, mem)
+                    self._held[demand.job_id] = _Held(cpu, mem, time.monotonic(), epoch_s(w, s))
                     return grant
                 if timeout_s is not None and time.monotonic() - start >= timeout_s:
                     return None
@@ -80,8 +88,13 @@ class Coordinator:
     def _why_waiting(self, demand: JobDemand) -> str:
         free_cpu, free_mem = self._free(demand.job_id)
         cpu, mem = min_resources(demand)
+        now = time.monotonic()
+        running = [RunningJob(math.inf if h.epoch_s is None else max(0.0, h.since + h.epoch_s - now), h.cpu,
+                              h.memory_gib) for j, h in self._held.items() if j != demand.job_id]
+        wait = expected_wait(cpu, mem, free_cpu, free_mem, running)
         return (f"waiting for capacity: needs {cpu:g} cores / {mem:g} GiB, "
-                f"{max(free_cpu, 0):g} cores / {max(free_mem, 0):g} GiB free")
+                f"{max(free_cpu, 0):g} cores / {max(free_mem, 0):g} GiB free; "
+                + ("expected wait unknown" if wait is None else f"expected wait ~{wait:.0f}s"))
 
     def release(self, job_id: str, done: bool = False) -> None:
         with self._cond:

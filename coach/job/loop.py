@@ -229,7 +229,8 @@ class JobLoop:
             if left <= 0:
                 return self._budget_exhausted(left)
             demand = self._demand(history)
-            alloc = coord.acquire(demand, self._waiting)
+            alloc = coord.acquire(demand, self._waiting,
+                                  epoch_s=lambda w, s: self._epoch_seconds(history, demand.speed, w, s))
             try:
                 seconds = self._epoch_seconds(history, demand.speed, alloc.workers, alloc.servers)
                 if seconds is not None:

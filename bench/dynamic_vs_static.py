@@ -1,0 +1,71 @@
+"""The same job run with `allocation: dynamic` and with `static` (w=2, s=2), side by side.
+
+Job completion time is the wall time of `coach submit` (tuning included for dynamic), the
+ratio dynamic/static is printed per round, alternating the order to spread machine noise.
+
+    .venv/bin/python bench/dynamic_vs_static.py [--job jobs/lenet-mnist.yaml] [--rounds 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(job: dict, home: str) -> dict:
+    path = Path(home) / f"{job['name']}.yaml"
+    path.write_text(yaml.safe_dump(job))
+    env = dict(os.environ, COACH_HOME=home)
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "coach.cli.main", "submit", str(path), "--json"],
+                          env=env, capture_output=True, text=True, cwd=ROOT)
+    wall = time.monotonic() - t0
+    [rec] = json.loads(proc.stdout)
+    hist = json.loads(subprocess.run([sys.executable, "-m", "coach.cli.main", "history", rec["job_id"], "--json"],
+                                     env=env, capture_output=True, text=True, cwd=ROOT).stdout)
+    training = [h for h in hist if h["phase"] == "training"]
+    return {"wall_s": wall, "status": rec["status"], "spent": rec["spent"], "epochs": len(training),
+            "ws": sorted({(h["workers"], h["servers"]) for h in training})}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--job", default=str(ROOT / "jobs" / "lenet-mnist.yaml"))
+    ap.add_argument("--rounds", type=int, default=1)
+    args = ap.parse_args()
+    base = yaml.safe_load(Path(args.job).read_text())
+    base["budget"] = max(float(base["budget"]), 1.0)   # measure time, not the budget rule
+    base["max_workers"], base["max_servers"] = max(base.get("max_workers", 2), 2), max(base.get("max_servers", 2), 2)
+    dynamic = dict(base, name="dyn", allocation="dynamic")
+    static = dict(base, name="static", allocation="static", workers=2, servers=2)
+    ratios = []
+    for r in range(args.rounds):
+        order = [("dynamic", dynamic), ("static", static)]
+        if r % 2:
+            order.reverse()
+        results = {}
+        for label, job in order:
+            with tempfile.TemporaryDirectory() as home:
+                results[label] = run(job, home)
+        ratio = results["dynamic"]["wall_s"] / results["static"]["wall_s"]
+        ratios.append(ratio)
+        for label in ("dynamic", "static"):
+            x = results[label]
+            print(f"round {r + 1} {label:<7}: {x['wall_s']:6.1f} s  {x['status']}  {x['epochs']} training epochs "
+                  f"on {x['ws']}  spent {x['spent']:.4g}")
+        print(f"round {r + 1} ratio dynamic/static: {ratio:.3f}")
+    print(json.dumps({"ratios": ratios}))
+
+
+if __name__ == "__main__":
+    main()
