@@ -65,6 +65,7 @@ class JobLoop:
         self.runner = EpochRunner(run.backend, run.work_dir, self.spec.max_retries, self._event)
         data = load_dataset(self.spec.dataset["name"], {k: v for k, v in self.spec.dataset.items() if k != "name"})
         self.n_train = len(data.x_train)
+        self._fit_cache: tuple | None = None
 
     # -- helpers ---------------------------------------------------------------------------
     def _event(self, kind: str, message: str) -> None:
@@ -121,7 +122,10 @@ class JobLoop:
 
     # -- models ----------------------------------------------------------------------------
     def _fits(self, history: list[EpochRecord]):
-        return fit_history(history, self.spec.batch_size, self.n_train)
+        """Fit once per recorded epoch: a fit costs seconds that would otherwise delay every epoch."""
+        if self._fit_cache is None or self._fit_cache[0] != len(history):
+            self._fit_cache = (len(history), *fit_history(history, self.spec.batch_size, self.n_train))
+        return self._fit_cache[1], self._fit_cache[2]
 
     def _epoch_seconds(self, history: list[EpochRecord], speed, w: int, s: int) -> float | None:
         """Predicted wall time of a whole training epoch on (w, s): training + measured overhead."""
