@@ -212,7 +212,13 @@ def _reason(d: JobDemand, ws: tuple[int, int], free_cpu: float, free_mem: float)
         return f"{_ws(w, s)}: the minimum, no speed model yet"
     steps = [_step(d, ws, role, free_cpu, free_mem) for role in ("worker", "server")]
     grown = "" if (w, s) == (1, 1) else " (each step granted by marginal utility)"
-    return f"{_ws(w, s)}{grown}; stopped because " + "; ".join(st.why_not for st in steps)
+    reason = f"{_ws(w, s)}{grown}; stopped because " + "; ".join(st.why_not for st in steps)
+    if d.epoch_budget is not None and (w, s) == (1, 1):
+        cost = epoch_cost(1, 1, d.resources, d.speed.epoch_seconds(1, 1, d.samples_per_epoch), d.prices)
+        if cost > d.epoch_budget:
+            reason += (f"; even the minimum's predicted epoch cost {cost:.4g} exceeds the epoch budget "
+                       f"{d.epoch_budget:.4g}")
+    return reason
 
 
 def _ws(w: int, s: int) -> str:

@@ -96,6 +96,7 @@ def test_never_below_one_scheduler_one_server_one_worker():
     # even with a budget smaller than the minimum's cost, the minimum is what it gets
     out = plan([job("a", scaling_speed(), epoch_budget=0.0)], capacity_cpu=2, capacity_memory_gib=8)
     assert (out["a"].workers, out["a"].servers) == (1, 1)
+    assert "even the minimum" in out["a"].reason
 
 
 def test_minimum_that_does_not_fit_waits_and_later_jobs_do_not_overtake():
