@@ -25,11 +25,15 @@ import httpx
 import yaml
 
 from coach.cluster.errors import BinaryMissing, ClusterError
-from coach.cluster.kube import Kube, write_kubeconfig
+from coach.cluster.kube import Kube, apply_manifest, write_kubeconfig
 from coach.cluster.nodes import NODE_LABEL, set_nodes
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEDULER_CONFIG = REPO / "deploy" / "scheduler" / "config.yaml"
+SCHEDULER_RBAC = REPO / "deploy" / "scheduler" / "rbac.yaml"
+# coach-scheduler runs as the service account of deploy/scheduler/rbac.yaml, so
+# every local run checks that the least-privilege RBAC is enough
+COACH_SCHEDULER_USER = "system:serviceaccount:kube-system:coach-scheduler"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "coach-scheduler")
 DEFAULT_NODES = 2
 DEFAULT_CPU = "4"
@@ -199,9 +203,11 @@ def _start_all(directory: Path, nodes: int, cpu: str, memory: str) -> Path:
                            check=True, capture_output=True)
         except (OSError, subprocess.CalledProcessError) as e:
             raise ClusterError(f"cannot make the service-account key with openssl: {e}") from e
-    admin, sched = secrets.token_hex(16), secrets.token_hex(16)
-    (pki / "tokens.csv").write_text(f"{admin},admin,admin,system:masters\n"
-                                    f"{sched},system:kube-scheduler,system:kube-scheduler\n")
+    admin, sched, coach = secrets.token_hex(16), secrets.token_hex(16), secrets.token_hex(16)
+    (pki / "tokens.csv").write_text(
+        f"{admin},admin,admin,system:masters\n"
+        f"{sched},system:kube-scheduler,system:kube-scheduler\n"
+        f'{coach},{COACH_SCHEDULER_USER},coach-scheduler,"system:serviceaccounts,system:serviceaccounts:kube-system"\n')
     etcd_port, etcd_peer, api_port = _free_port(), _free_port(), _free_port()
     server = f"https://127.0.0.1:{api_port}"
     state = ClusterState(nodes=nodes, cpu=cpu, memory=memory, apiserver_port=api_port, etcd_port=etcd_port,
@@ -234,12 +240,17 @@ def _start_all(directory: Path, nodes: int, cpu: str, memory: str) -> Path:
         write_kubeconfig(directory / "kubeconfig", server, admin, pki / "apiserver.crt")
         write_kubeconfig(directory / "scheduler.kubeconfig", server, sched, pki / "apiserver.crt",
                          user="system:kube-scheduler")
+        write_kubeconfig(directory / "coach-scheduler.kubeconfig", server, coach, pki / "apiserver.crt",
+                         user=COACH_SCHEDULER_USER)
         kube = Kube(directory / "kubeconfig")
         try:
             _wait("kube-apiserver /readyz", kube.ready, START_TIMEOUT_S, state.processes, directory)
+            _wait_for_rbac(kube)
+            apply_manifest(kube, SCHEDULER_RBAC)
             ports = []
             for name, coach in (("kube-scheduler", False), ("coach-scheduler", True)):
-                cfg = _scheduler_config(directory, directory / "scheduler.kubeconfig", coach)
+                cfg = _scheduler_config(directory, directory / f"{'coach-' if coach else ''}scheduler.kubeconfig",
+                                        coach)
                 ports.append(_free_port())
                 state.processes.append(_start(directory, name, [
                     f"--config={cfg}", "--bind-address=127.0.0.1", f"--secure-port={ports[-1]}",
@@ -259,6 +270,21 @@ def _start_all(directory: Path, nodes: int, cpu: str, memory: str) -> Path:
         raise
     state.save(directory)
     return directory / "kubeconfig"
+
+
+def _wait_for_rbac(kube: Kube) -> None:
+    """The apiserver is ready before it has written its bootstrap roles and
+    the kube-system namespace; the manifests need both."""
+    def ok() -> bool:
+        ns = kube.request("GET", "/api/v1/namespaces/kube-system").status_code == 200
+        role = kube.request("GET", "/apis/rbac.authorization.k8s.io/v1/namespaces/kube-system/roles/"
+                                   "extension-apiserver-authentication-reader").status_code == 200
+        return ns and role
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not ok():
+        if time.monotonic() > deadline:
+            raise ClusterError("the apiserver did not create kube-system and its bootstrap roles in time")
+        time.sleep(0.2)
 
 
 def status() -> ClusterStatus:

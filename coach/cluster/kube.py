@@ -96,6 +96,41 @@ class Kube:
                     yield json.loads(line)
 
 
+_RESOURCES = {  # kind -> (API prefix, plural, namespaced): the kinds deploy/ manifests use
+    "ServiceAccount": ("/api/v1", "serviceaccounts", True),
+    "ConfigMap": ("/api/v1", "configmaps", True),
+    "ClusterRole": ("/apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
+    "ClusterRoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
+    "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles", True),
+    "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
+}
+
+
+def apply_manifest(kube: Kube, path: Path) -> list[str]:
+    """Creates or replaces the objects of a YAML manifest (the kinds above);
+    returns 'Kind/name' of each. Lets the local control plane run with the
+    same RBAC that deploy/scheduler installs on a real cluster."""
+    done = []
+    for obj in yaml.safe_load_all(Path(path).read_text()):
+        if not obj:
+            continue
+        kind, meta = obj["kind"], obj["metadata"]
+        if kind not in _RESOURCES:
+            raise ClusterError(f"{path}: cannot apply kind {kind}")
+        prefix, plural, namespaced = _RESOURCES[kind]
+        base = f"{prefix}/namespaces/{meta.get('namespace', 'default')}/{plural}" if namespaced \
+            else f"{prefix}/{plural}"
+        r = kube.request("POST", base, json=obj)
+        if r.status_code == 409:
+            current = kube.call("GET", f"{base}/{meta['name']}")
+            obj["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            kube.call("PUT", f"{base}/{meta['name']}", json=obj)
+        elif r.status_code not in (200, 201):
+            raise ClusterError(f"apply {path}: {kind}/{meta['name']}: {r.status_code} {r.text[:300]}")
+        done.append(f"{kind}/{meta['name']}")
+    return done
+
+
 def write_kubeconfig(path: Path, server: str, token: str, ca_file: Path | None, user: str = "admin") -> None:
     """Writes a kubeconfig for kubectl and any client; the CA is the apiserver's own self-signed one."""
     cluster: Obj = {"server": server}

@@ -217,7 +217,7 @@ func (p *Plugin) PreFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
-	if !core.GroupFits(free, inFlight, demand) {
+	if !core.SurelyFits(free, inFlight, demand) && !core.GroupFits(free, inFlight, demand) {
 		p.release(ctx, m.Job, "minimum group does not fit")
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
 			"job %s: %d more pods of its minimum group of %d do not fit the free capacity", m.Job, len(demand), v.MinGroup))
@@ -233,7 +233,8 @@ func (p *Plugin) PreFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _
 		}
 		reserved = append(reserved, core.Outstanding(older, 0))
 	}
-	if len(reserved) > len(inFlight) && !core.GroupFits(free, reserved, demand) {
+	if len(reserved) > len(inFlight) && !core.SurelyFits(free, reserved, demand) &&
+		!core.GroupFits(free, reserved, demand) {
 		p.mu.Lock()
 		p.yielded[m.Job] = struct{}{}
 		p.mu.Unlock()

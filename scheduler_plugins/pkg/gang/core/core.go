@@ -80,6 +80,39 @@ func GroupFits(free []Free, inFlight [][]jobs.Request, demand []jobs.Request) bo
 	return pack(nodes, demand)
 }
 
+// SurelyFits is a cheap sufficient test for GroupFits: if every node is
+// counted in slots of the largest request among all demands, and the slots
+// outnumber the pods, any packing succeeds. It spares the per-node packing in
+// the common case of a cluster with room to spare.
+func SurelyFits(free []Free, reserved [][]jobs.Request, demand []jobs.Request) bool {
+	var big jobs.Request
+	pods := 0
+	for _, d := range append(reserved[:len(reserved):len(reserved)], demand) {
+		for _, r := range d {
+			big.MilliCPU = max(big.MilliCPU, r.MilliCPU)
+			big.Memory = max(big.Memory, r.Memory)
+			pods++
+		}
+	}
+	slots := 0
+	for _, f := range free {
+		n := int64(f.Pods)
+		if big.MilliCPU > 0 {
+			n = min(n, f.MilliCPU/big.MilliCPU)
+		}
+		if big.Memory > 0 {
+			n = min(n, f.Memory/big.Memory)
+		}
+		if n > 0 {
+			slots += int(n)
+		}
+		if slots >= pods {
+			return true
+		}
+	}
+	return slots >= pods
+}
+
 func pack(nodes []Free, demand []jobs.Request) bool {
 	d := make([]jobs.Request, len(demand))
 	copy(d, demand)

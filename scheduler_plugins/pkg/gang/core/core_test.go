@@ -111,3 +111,30 @@ func TestPermit(t *testing.T) {
 		})
 	}
 }
+
+func TestSurelyFitsNeverContradictsGroupFits(t *testing.T) {
+	one, two := jobs.Request{MilliCPU: 1000, Memory: 1 << 30}, jobs.Request{MilliCPU: 2000, Memory: 1 << 30}
+	tests := []struct {
+		name   string
+		free   []core.Free
+		demand []jobs.Request
+		sure   bool
+	}{
+		{"plenty", []core.Free{{MilliCPU: 8000, Memory: 8 << 30, Pods: 110}}, []jobs.Request{one, two, two}, true},
+		{"exactly", []core.Free{{MilliCPU: 4000, Memory: 4 << 30, Pods: 110}}, []jobs.Request{two, two}, true},
+		{"fits, but not surely", []core.Free{{MilliCPU: 3000, Memory: 4 << 30, Pods: 110}}, []jobs.Request{one, two}, false},
+		{"does not fit", []core.Free{{MilliCPU: 1000, Memory: 4 << 30, Pods: 110}}, []jobs.Request{one, two}, false},
+		{"no pod slots", []core.Free{{MilliCPU: 9000, Memory: 9 << 30, Pods: 1}}, []jobs.Request{one, one}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := core.SurelyFits(tt.free, nil, tt.demand)
+			if got != tt.sure {
+				t.Fatalf("SurelyFits = %v, want %v", got, tt.sure)
+			}
+			if got && !core.GroupFits(tt.free, nil, tt.demand) {
+				t.Fatal("SurelyFits said yes where packing fails")
+			}
+		})
+	}
+}
