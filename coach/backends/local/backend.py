@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 
 from coach.backends.base import ROLES, Capacity, Invocation
 from coach.errors import BackendError
@@ -62,13 +63,23 @@ class LocalBackend:
                 raise BackendError(f"{self.functions_dir / role}: no function.yaml; set COACH_FUNCTIONS_DIR "
                                    "to the repository's functions/ folder")
         self.log_dir = log_dir
+        self._env_cache: dict[str, dict[str, str]] = {}
         self._jobs: dict[str, _Job] = {}
         self._lock = threading.Lock()
         self._http = httpx.Client(limits=httpx.Limits(max_connections=256, max_keepalive_connections=64))
 
     # -- lifecycle -------------------------------------------------------------------------
+    def _function_env(self, role: str) -> dict[str, str]:
+        """The plain `value` entries of the function's `spec.env` (as Nuclio would set them);
+        `valueFrom` entries (the pod IP) have their local meaning set by the caller."""
+        if role not in self._env_cache:
+            config = yaml.safe_load((self.functions_dir / role / "function.yaml").read_text())
+            self._env_cache[role] = {e["name"]: str(e["value"]) for e in config["spec"].get("env", [])
+                                     if "value" in e}
+        return self._env_cache[role]
+
     def _start(self, job_id: str, role: str) -> subprocess.Popen:
-        env = dict(os.environ, DMLC_NODE_HOST="127.0.0.1", PYTHONUNBUFFERED="1")
+        env = dict(os.environ, **self._function_env(role), DMLC_NODE_HOST="127.0.0.1", PYTHONUNBUFFERED="1")
         stderr: Any = subprocess.DEVNULL
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
