@@ -7,6 +7,7 @@ from coach.plan.planner import (
     JobDemand,
     RunningJob,
     expected_wait,
+    gain_floor,
     min_resources,
     plan,
 )
@@ -18,6 +19,7 @@ __all__ = [
     "JobDemand",
     "RunningJob",
     "expected_wait",
+    "gain_floor",
     "min_resources",
     "plan",
 ]

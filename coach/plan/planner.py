@@ -13,8 +13,9 @@ Optimus' greedy (EuroSys'18, §4.1) over the capacity the jobs share:
        U = (T(w, s) − T(w', s')) / cpu(role)          T = remaining epochs · samples per epoch / f(w, s)
 
    — the predicted reduction of the job's remaining time per core the step costs —
-   and grant the best one, as long as it saves at least MIN_RELATIVE_GAIN of T (a gain
-   inside the speed model's noise is no gain). Stop when no step qualifies.
+   and grant the best one, as long as it saves at least `gain_floor(speed)` of T: 2%,
+   or the speed model's held-out MAPE if larger (a gain inside the model's error is no
+   gain). Stop when no step qualifies.
 
 A job alone on a 2-core machine whose measured speed does not improve with a second
 worker therefore stays at one worker: U ≤ 0 for the worker step. Deterministic: ties go
@@ -79,6 +80,12 @@ def min_resources(demand: JobDemand) -> tuple[float, float]:
     """(cores, GiB) of the smallest allocation the job can run with."""
     w, s = demand.static or (1, 1)
     return _footprint(demand, w, s)
+
+
+def gain_floor(speed: SpeedModel) -> float:
+    """Smallest relative saving a step must promise: MIN_RELATIVE_GAIN, or the speed model's
+    own held-out error if larger — a gain the model cannot tell from its error is no gain."""
+    return max(MIN_RELATIVE_GAIN, speed.mape or 0.0)
 
 
 def plan(demands: Sequence[JobDemand], capacity_cpu: float, capacity_memory_gib: float,
@@ -197,10 +204,10 @@ def _step(d: JobDemand, ws: tuple[int, int], role: str, free_cpu: float, free_me
         if cost > d.epoch_budget:
             return _Step(False, per_core, f"a {nth} {role} would make an epoch cost {cost:.4g}, "
                                           f"above the epoch budget {d.epoch_budget:.4g}")
-    if now - then < MIN_RELATIVE_GAIN * now:
+    floor = gain_floor(d.speed)
+    if now - then < floor * now:
         return _Step(False, per_core, f"a {nth} {role} would save {now - then:.3g} s {horizon} "
-                                      f"({per_core:.3g} s per core), under {MIN_RELATIVE_GAIN:.0%} of "
-                                      f"{now:.3g} s")
+                                      f"({per_core:.3g} s per core), under {floor:.0%} of {now:.3g} s")
     return _Step(True, per_core, f"a {nth} {role} would save {per_core:.3g} s {horizon} per core")
 
 

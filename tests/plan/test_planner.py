@@ -143,3 +143,13 @@ def test_expected_wait(need, free, running, expected):
 def test_duplicate_ids_are_rejected():
     with pytest.raises(ValueError):
         plan([job("a", None), job("a", None)], 8, 8)
+
+
+def test_a_gain_within_the_speed_models_error_is_not_taken():
+    import dataclasses
+
+    speed = scaling_speed()
+    assert plan([job("a", speed)], capacity_cpu=3.0, capacity_memory_gib=64)["a"].workers == 2
+    noisy = dataclasses.replace(speed, mape=0.9)        # same predictions, held-out error 90%
+    out = plan([job("a", noisy)], capacity_cpu=3.0, capacity_memory_gib=64)["a"]
+    assert (out.workers, out.servers) == (1, 1) and "under 90%" in out.reason
