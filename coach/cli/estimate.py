@@ -99,7 +99,7 @@ def estimate(
                                "asymptote": round(pred.asymptote, 6), "reachable": pred.reachable}))
         return
     table = Table(title=f"{curve.name}: {len(data.epochs)} epochs, target {target:g}"
-                        + (f", {consecutive} in a row" if consecutive > 1 else ""))
+                        + (f", {consecutive} in a row" if consecutive > 1 else ""), show_header=False)
     table.add_column("")
     table.add_column("", justify="right")
     table.add_row("epochs to target", "never (unreachable)" if pred.epoch is None else str(pred.epoch))
@@ -107,7 +107,8 @@ def estimate(
     table.add_row("asymptote b2", f"{pred.asymptote:.4g}")
     table.add_row("reachable", "yes" if pred.reachable else "no")
     Console().print(table)
-    typer.echo(pred.note)
+    if not pred.reachable:
+        typer.echo(pred.note)
 
 
 def _show(value: int | None, none: str = "-") -> str:
