@@ -235,7 +235,9 @@ def _start_all(directory: Path, nodes: int, cpu: str, memory: str) -> Path:
             # controller would lift the not-ready taint that TaintNodesByCondition sets
             "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
             "--endpoint-reconciler-type=none",               # loopback is no valid endpoint address
-            "--enable-priority-and-fairness=false", "--profiling=false", "--v=0"]))
+            # no flow control, and room for bursts of bindings (429s would add 1 s retries)
+            "--enable-priority-and-fairness=false", "--max-requests-inflight=2000",
+            "--max-mutating-requests-inflight=1000", "--profiling=false", "--v=0"]))
         state.save(directory)
         write_kubeconfig(directory / "kubeconfig", server, admin, pki / "apiserver.crt")
         write_kubeconfig(directory / "scheduler.kubeconfig", server, sched, pki / "apiserver.crt",

@@ -1,0 +1,66 @@
+"""`coach cluster up|status|down` as a user runs it, against the session's control plane."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import coach.cluster
+from coach.cluster import Kube
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "coach.cli.main", "cluster", *args], capture_output=True,
+                          text=True, cwd=ROOT, env={**os.environ, **(env or {})}, timeout=300)
+
+
+def test_up_is_idempotent_and_prints_the_kubeconfig_last(control_plane: Path) -> None:
+    proc = run("up", "--nodes", "3", "--cpu", "2", "--memory", "4Gi")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == str(control_plane)
+    status = run("status")
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert "coach-scheduler  running" in status.stdout
+    assert "nodes            3" in status.stdout
+    # any client with nothing but the kubeconfig
+    k = Kube(control_plane)
+    try:
+        caps = {n["status"]["allocatable"]["cpu"] for n in k.nodes()}
+    finally:
+        k.close()
+    assert caps == {"2"}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["up", "--cpu", "lots"], "--cpu must be a Kubernetes quantity"),
+    (["up", "--memory", ""], "--memory must be a Kubernetes quantity"),
+])
+def test_bad_input_is_a_message_not_a_traceback(control_plane: Path, args: list[str], message: str) -> None:
+    proc = run(*args)
+    assert proc.returncode != 0
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_missing_binaries_name_the_build_step(tmp_path: Path) -> None:
+    proc = run("up", env={"COACH_BIN_DIR": str(tmp_path / "nothing"), "COACH_CLUSTER_DIR": str(tmp_path / "c")})
+    assert proc.returncode != 0
+    assert "deploy/local/build" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_status_and_down_without_a_cluster(tmp_path: Path) -> None:
+    env = {"COACH_CLUSTER_DIR": str(tmp_path / "none")}
+    status = run("status", env=env)
+    assert status.returncode == 1 and "not running" in status.stdout
+    down = run("down", env=env)
+    assert down.returncode == 0 and "nothing was running" in down.stdout
+
+
+def test_public_names() -> None:
+    assert sorted(coach.cluster.__all__) == ["BinaryMissing", "ClusterError", "ClusterStatus", "Kube", "bin_dir",
+                                             "down", "set_nodes", "state_dir", "status", "up"]
