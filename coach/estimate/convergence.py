@@ -15,7 +15,10 @@ non-linear weighted, robust least-squares fit (scipy `least_squares`, `soft_l1` 
 * the soft-L1 loss, scaled by the residuals' median absolute deviation, stops a single
   spike (a bad epoch, a learning-rate bump) from dragging the whole curve;
 * losses are never clipped or moved toward any target: the target only enters when
-  we ask when the fitted curve crosses it.
+  we ask when the fitted curve crosses it;
+* a plateau (the fitted fall over the recent points is inside the noise) is stored as
+  flat at its level, and a crossing beyond the horizon counts as unreachable — so a
+  job stuck at chance level is "unreachable", not "10⁹ epochs".
 
 Uncertainty is a residual bootstrap (Efron): the fitted curve plus residuals drawn with
 replacement, refitted `BOOTSTRAP_REPLICAS` times with a fixed seed (so the same data
@@ -100,8 +103,8 @@ class ConvergenceFit:
 
     def predict(self, k: float | np.ndarray) -> float | np.ndarray:
         """Predicted loss after `k` epochs of progress."""
-        return _curve(np.asarray(k, dtype=float), self.b0, self.b1, self.b2) if np.ndim(k) else float(
-            _curve(np.asarray([k], dtype=float), self.b0, self.b1, self.b2)[0])
+        values = _curve(np.atleast_1d(np.asarray(k, dtype=float)), self.b0, self.b1, self.b2)
+        return values if np.ndim(k) else float(values[0])
 
     def horizon(self) -> float:
         """The default horizon in epochs: max(MIN_HORIZON, HORIZON_FACTOR × epochs seen)."""
