@@ -61,6 +61,7 @@ class Process:
     name: str
     pid: int
     binary: str
+    mtime: float = 0.0   # of the binary when started: a rebuilt binary means a restart
 
 
 @dataclass
@@ -109,6 +110,14 @@ def _alive(p: Process) -> bool:
     return exe.removesuffix(" (deleted)") == p.binary
 
 
+def _rebuilt(p: Process) -> bool:
+    """True if deploy/local/build replaced the binary since the process started."""
+    try:
+        return Path(p.binary).stat().st_mtime != p.mtime
+    except OSError:
+        return True
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -128,7 +137,7 @@ def _start(directory: Path, name: str, args: list[str]) -> Process:
     proc = subprocess.Popen([str(binary), *args], stdout=log, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True, cwd=directory)
     log.close()
-    return Process(name=name, pid=proc.pid, binary=str(binary))
+    return Process(name=name, pid=proc.pid, binary=str(binary), mtime=binary.stat().st_mtime)
 
 
 def _wait(what: str, check, timeout: float, procs: list[Process], directory: Path) -> None:
@@ -170,11 +179,13 @@ def _validate(nodes: int, cpu: str, memory: str) -> None:
 def up(nodes: int = DEFAULT_NODES, cpu: str = DEFAULT_CPU, memory: str = DEFAULT_MEMORY) -> Path:
     """Starts the control plane, or reuses the running one, and makes its nodes
     `nodes` × (cpu, memory). Returns the admin kubeconfig. Idempotent: a second
-    call with other sizes only reshapes the nodes."""
+    call with other sizes only reshapes the nodes; after deploy/local/build
+    replaced a binary, it restarts the cluster (with fresh data)."""
     _validate(nodes, cpu, memory)
     directory = state_dir()
     state = ClusterState.load(directory)
-    if state and all(_alive(p) for p in state.processes) and len(state.processes) == len(COMPONENTS):
+    if state and len(state.processes) == len(COMPONENTS) and all(_alive(p) and not _rebuilt(p)
+                                                                 for p in state.processes):
         kube = Kube(Path(state.kubeconfig))
         try:
             if kube.ready():
