@@ -52,7 +52,8 @@ func TestMain(m *testing.M) {
 	os.Setenv("COACH_CLUSTER_DIR", dir)
 	out, err := coach("up", "--nodes", "2", "--cpu", "4", "--memory", "8Gi")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "cannot start the local control plane (run deploy/local/build first):", err)
+		fmt.Fprintln(os.Stderr, "cannot start the local control plane (run deploy/local/build first; "+
+			"COACH_PYTHON names the project's Python if it is not .venv/bin/python or python3):", err)
 		os.Exit(1)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
