@@ -36,5 +36,5 @@ def write_job(path: Path, **fields) -> Path:
 
 
 FAST_JOB = dict(model="mlp", dataset="digits", target_loss=0.25, budget=1.0, batch_size=32,
-                learning_rate=0.1, momentum=0.9, max_workers=2, max_servers=2, max_epochs=25,
+                learning_rate=0.05, momentum=0.9, max_workers=2, max_servers=2, max_epochs=25,
                 tuning_samples=256)

@@ -42,7 +42,8 @@ def eta_text(job: JobRecord) -> str:
     secs = left("seconds")
     span = (f" [{duration(left('seconds_lo'))}–{duration(left('seconds_hi'))}]"
             if e.get("seconds_hi") is not None else "")
-    return f"{e['epochs_left']} epochs ({e.get('lo')}–{hi}), ~{duration(secs)}{span}"
+    n = e["epochs_left"]
+    return f"{n} epoch{'' if n == 1 else 's'} ({e.get('lo')}–{hi}), ~{duration(secs)}{span}"
 
 
 def loss_text(job: JobRecord) -> str:

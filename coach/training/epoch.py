@@ -29,6 +29,24 @@ def _optimizer(hyper: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return name, params
 
 
+def _allreduce(kv: Any, params: list[Any], mx: Any) -> None:
+    """Replace each gradient by its sum over all workers (dist_sync: the push returns once
+    every worker's share is merged on the servers).
+
+    The waits are deliberate. In processes that set the DMLC role after `import mxnet` (the
+    fork-server does), MXNet 1.9's engine let reads and writes of the gradient race:
+    Trainer.allreduce_grads' in-place pushpull gave a LeNet validation loss of 0.742 instead
+    of 0.252 after one epoch, and runs differed under load. Fenced, an epoch through Coach
+    equals single-process training (tests/e2e/test_exactness.py).
+    """
+    for i, p in enumerate(params):
+        kv.push(i, p.grad(), priority=-i)
+    mx.nd.waitall()
+    for i, p in enumerate(params):
+        kv.pull(i, out=p.grad(), priority=-i)
+    mx.nd.waitall()
+
+
 def mean_loss(net: Any, x: Any, y: Any, mx: Any) -> float:
     """Mean softmax cross-entropy of `net` on (x, y), in batches."""
     loss_fn = mx.gluon.loss.SoftmaxCrossEntropyLoss()
@@ -55,11 +73,20 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
 
     kv = mx.kv.create("dist_sync")
     opt_name, opt_params = _optimizer(task.hyper)
-    trainer = gluon.Trainer(net.collect_params(), opt_name, opt_params, kvstore=kv,
-                            update_on_kvstore=False)
+    # The Trainer updates locally; gradients are summed across workers by the kvstore below,
+    # one explicit push and pull per parameter (what update_on_kvstore=False means), so that
+    # optimizer state lives in the worker and can be checkpointed.
+    trainer = gluon.Trainer(net.collect_params(), opt_name, opt_params, kvstore=None)
+    params = [p for p in net.collect_params().values() if p.grad_req != "null"]
+    for i, p in enumerate(params):
+        kv.init(i, p.data())
     meta: dict[str, Any] = {}
     if task.checkpoint_in:
         meta = checkpoint.load(task.checkpoint_in, net, trainer, ctx)
+    else:
+        for i, p in enumerate(params):   # every worker starts from rank 0's initial weights
+            kv.pull(i, out=p.data())
+        mx.nd.waitall()
 
     idx = shard_indices(len(data.x_train), task.seed, task.shard, task.workers, task.limit)
     global_batch = int(task.hyper["batch_size"])
@@ -75,12 +102,8 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
         with autograd.record():
             loss = loss_fn(net(xb), yb)
         loss.backward()
-        trainer.allreduce_grads()
-        # MXNet 1.9 race: with the DMLC role set after `import mxnet` (as the fork-server does),
-        # the optimizer read gradients before the kvstore pull had landed (validation loss 0.742
-        # instead of 0.252 after one LeNet epoch). Waiting here makes the update exact.
-        mx.nd.waitall()
-        trainer.update(len(sel) * task.workers)
+        _allreduce(kv, params, mx)
+        trainer.step(len(sel) * task.workers)
         loss_sum += loss.sum()
     train_loss = float(loss_sum.asscalar()) / max(1, len(idx))
     duration = time.monotonic() - t1

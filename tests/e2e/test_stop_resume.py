@@ -1,0 +1,56 @@
+"""A data scientist stops a running job and resumes it later: nothing recorded is lost, the
+resumed job continues from its checkpoint and counts every epoch once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import COACH, FAST_JOB, ROOT, run_coach, write_job
+
+pytestmark = pytest.mark.slow
+
+
+def test_stop_then_resume_continues_from_the_checkpoint(tmp_path: Path, coach_home: Path) -> None:
+    job = write_job(tmp_path / "sr.yaml", name="sr", **dict(FAST_JOB, allocation="static", workers=1, servers=1,
+                                                              target_loss=0.1))
+    proc = subprocess.Popen([*COACH, "submit", str(job), "--json"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        jobs = json.loads(run_coach("status", "--json", check=True).stdout)
+        if jobs and jobs[0]["epoch"] >= 1 and jobs[0]["val_loss"] is not None:
+            break
+        time.sleep(0.3)
+    job_id = jobs[0]["job_id"]
+    stop = run_coach("stop", job_id[:6])          # a prefix is enough
+    assert stop.returncode == 0, stop.stderr
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err
+    [rec] = json.loads(out)
+    assert rec["status"] == "stopped"
+    before = json.loads(run_coach("history", job_id, "--json", check=True).stdout)
+    assert before and all(r["phase"] == "training" for r in before)
+
+    again = run_coach("resume", job_id, "--json")
+    assert again.returncode == 0, again.stderr
+    [rec] = json.loads(again.stdout)
+    assert rec["status"] == "succeeded"
+    after = json.loads(run_coach("history", job_id, "--json", check=True).stdout)
+    assert after[:len(before)] == before, "what was recorded before the stop is intact"
+    assert [r["epoch"] for r in after] == list(range(1, len(after) + 1))
+    assert after[len(before)]["val_loss"] < before[0]["val_loss"], "resumed from the checkpoint, not from scratch"
+    events = [e["kind"] for e in json.loads(run_coach("events", job_id, "--json", check=True).stdout)]
+    assert events.count("stopped") == 1 and "resumed" in events and events[-1] == "succeeded"
+
+
+def test_resume_refuses_a_finished_job(tmp_path: Path, coach_home: Path) -> None:
+    job = write_job(tmp_path / "done.yaml", name="done", **dict(FAST_JOB, allocation="static", workers=1, servers=1))
+    run_coach("submit", str(job), "--json", check=True)
+    [rec] = json.loads(run_coach("status", "--json", check=True).stdout)
+    again = run_coach("resume", rec["job_id"])
+    assert again.returncode == 1 and "succeeded" in again.stderr and "Traceback" not in again.stderr
