@@ -10,6 +10,7 @@ from coach.plan.planner import (
     gain_floor,
     min_resources,
     plan,
+    plan_with_waits,
 )
 
 __all__ = [
@@ -22,4 +23,5 @@ __all__ = [
     "gain_floor",
     "min_resources",
     "plan",
+    "plan_with_waits",
 ]

@@ -91,6 +91,12 @@ def gain_floor(speed: SpeedModel) -> float:
 def plan(demands: Sequence[JobDemand], capacity_cpu: float, capacity_memory_gib: float,
          backfill: bool = False) -> dict[str, Allocation | None]:
     """Allocate (w, s) to each job within the shared capacity; None = wait for capacity."""
+    return plan_with_waits(demands, capacity_cpu, capacity_memory_gib, backfill)[0]
+
+
+def plan_with_waits(demands: Sequence[JobDemand], capacity_cpu: float, capacity_memory_gib: float,
+                    backfill: bool = False) -> tuple[dict[str, Allocation | None], dict[str, str]]:
+    """`plan`, plus for every waiting job the reason in words (for `coach status`)."""
     ids = [d.job_id for d in demands]
     if len(set(ids)) != len(ids):
         raise ValueError(f"job ids must be unique, got {ids}")
@@ -104,8 +110,8 @@ def plan(demands: Sequence[JobDemand], capacity_cpu: float, capacity_memory_gib:
         if blocked or cpu > free_cpu + 1e-9 or mem > free_mem + 1e-9:
             alloc[d.job_id] = None
             if not blocked:
-                notes[d.job_id].append(f"its minimum ({_ws(w, s)}) needs {cpu:g} cores and {mem:g} GiB; "
-                                       f"{max(free_cpu, 0):g} cores and {max(free_mem, 0):g} GiB are free")
+                notes[d.job_id].append(f"its minimum ({_ws(w, s)}) needs {_cores(cpu)} and {mem:g} GiB; "
+                                       f"{_cores(max(free_cpu, 0))} and {max(free_mem, 0):.3g} GiB are free")
             else:
                 notes[d.job_id].append("an earlier job is waiting for capacity")
             blocked = blocked or not backfill
@@ -138,7 +144,8 @@ def plan(demands: Sequence[JobDemand], capacity_cpu: float, capacity_memory_gib:
             result[d.job_id] = None
             continue
         result[d.job_id] = Allocation(ws[0], ws[1], _reason(d, ws, free_cpu, free_mem))
-    return result
+    waits = {job_id: "; ".join(n) for job_id, n in notes.items() if result[job_id] is None}
+    return result, waits
 
 
 def expected_wait(need_cpu: float, need_memory_gib: float, free_cpu: float, free_memory_gib: float,
@@ -191,8 +198,8 @@ def _step(d: JobDemand, ws: tuple[int, int], role: str, free_cpu: float, free_me
         return _Step(False, 0.0, f"max_{role}s={limit} reached")
     res = d.resources[role]
     if res.cpu > free_cpu + 1e-9 or res.memory_gib > free_mem + 1e-9:
-        return _Step(False, 0.0, f"a {nth} {role} needs {res.cpu:g} cores and {res.memory_gib:g} GiB, "
-                                 f"{max(free_cpu, 0):.3g} cores and {max(free_mem, 0):.3g} GiB are free")
+        return _Step(False, 0.0, f"a {nth} {role} needs {_cores(res.cpu)} and {res.memory_gib:g} GiB, "
+                                 f"{_cores(max(free_cpu, 0))} and {max(free_mem, 0):.3g} GiB are free")
     if d.speed is None:
         return _Step(False, 0.0, "no speed model yet")
     now, then = _remaining_seconds(d, w, s), _remaining_seconds(d, nw, ns)
@@ -230,6 +237,10 @@ def _reason(d: JobDemand, ws: tuple[int, int], free_cpu: float, free_mem: float)
 
 def _ws(w: int, s: int) -> str:
     return f"{w} worker{'s' * (w != 1)}, {s} server{'s' * (s != 1)}"
+
+
+def _cores(x: float) -> str:
+    return f"{x:.3g} core{'s' * (abs(x - 1.0) > 1e-9)}"
 
 
 def _ordinal(n: int) -> str:

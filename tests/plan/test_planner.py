@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from coach.estimate import Prices, RoleResources, SpeedSample, epoch_cost, fit_speed
-from coach.plan import Allocation, JobDemand, RunningJob, expected_wait, min_resources, plan
+from coach.plan import Allocation, JobDemand, RunningJob, expected_wait, min_resources, plan, plan_with_waits
 
 RES = {"scheduler": RoleResources(0.1, 0.25), "server": RoleResources(0.5, 0.5), "worker": RoleResources(1.0, 1.0)}
 GRID = [(1, 1), (2, 1), (1, 2), (2, 2), (3, 1), (3, 2), (4, 2), (4, 1)]
@@ -153,3 +153,11 @@ def test_a_gain_within_the_speed_models_error_is_not_taken():
     noisy = dataclasses.replace(speed, mape=0.9)        # same predictions, held-out error 90%
     out = plan([job("a", noisy)], capacity_cpu=3.0, capacity_memory_gib=64)["a"]
     assert (out.workers, out.servers) == (1, 1) and "under 90%" in out.reason
+
+
+def test_waiting_jobs_are_told_why():
+    demands = [job("big", scaling_speed(), static=(4, 2)), job("c", None)]
+    out, waits = plan_with_waits(demands, capacity_cpu=3.3, capacity_memory_gib=64)
+    assert out == {"big": None, "c": None}
+    assert waits["big"] == "its minimum (4 workers, 2 servers) needs 5.1 cores and 5.25 GiB; 3.3 cores and 64 GiB are free"
+    assert waits["c"] == "an earlier job is waiting for capacity"
