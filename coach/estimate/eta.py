@@ -29,13 +29,14 @@ class Eta:
 
 
 def eta(fit: ConvergenceFit, target: float, consecutive: int, epochs_done: float,
-        epoch_seconds: float, streak: int = 0) -> Eta:
+        epoch_seconds: float, streak: int = 0, horizon: float | None = None) -> Eta:
     """Epochs and seconds left until the stop rule (`consecutive` epochs ≤ target) is met.
 
     `streak` is how many of the latest epochs are already at or below the target: even if
     the fitted curve is already below it, at least `consecutive − streak` epochs remain.
+    `horizon` (e.g. the job's max_epochs) bounds what counts as reachable.
     """
-    pred = fit.epochs_to_target(target, consecutive)
+    pred = fit.epochs_to_target(target, consecutive, horizon=horizon)
     floor = max(consecutive - streak, 0)
 
     def left(epoch: int | None) -> int | None:
