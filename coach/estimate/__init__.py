@@ -19,6 +19,7 @@ from coach.estimate.cost import (
     measured_cost,
 )
 from coach.estimate.eta import Eta, eta
+from coach.estimate.progress import progress_of
 from coach.estimate.speed import SpeedModel, SpeedSample, fit_speed
 
 __all__ = [
@@ -40,4 +41,5 @@ __all__ = [
     "fit_speed",
     "function_cost",
     "measured_cost",
+    "progress_of",
 ]

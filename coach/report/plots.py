@@ -26,26 +26,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from coach.estimate.convergence import ConvergenceFit  # noqa: E402
+from coach.estimate.progress import progress_of  # noqa: E402
 from coach.estimate.speed import SpeedModel  # noqa: E402
 from coach.state.records import EpochRecord  # noqa: E402
-
-
-def progress_of(epochs: Sequence[EpochRecord]) -> list[float]:
-    """Training progress (epochs) after each record, in order: tuning counts as its share of an epoch.
-
-    A tuning mini-epoch's share is its samples over the samples of a training epoch (the
-    median of the training epochs'; if none ran yet, the largest tuning run counts as 1).
-    """
-    train = [e.samples for e in epochs if e.phase == "training" and e.samples > 0]
-    per_epoch = float(np.median(train)) if train else float(max([e.samples for e in epochs] + [1]))
-    out, tuned = [], 0.0
-    for e in epochs:
-        if e.phase == "tuning":
-            tuned += e.samples / per_epoch if per_epoch > 0 else 0.0
-            out.append(tuned)
-        else:
-            out.append(tuned + e.epoch)
-    return out
 
 
 def plot_job(out: Path, epochs: Sequence[EpochRecord], target: float, fit: ConvergenceFit | None,
