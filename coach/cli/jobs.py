@@ -19,6 +19,8 @@ from coach.state.store import Store
 
 console = Console(stderr=True, soft_wrap=True)
 out = Console()
+if not out.is_terminal:   # piped or captured: do not squeeze tables into 80 columns
+    out = Console(width=200)
 
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON instead of a table.")
 CpuOpt = typer.Option(None, "--cpu", help="Cores the local backend may use (default: all).", min=0.1)
