@@ -311,7 +311,8 @@ def status() -> ClusterStatus:
     if st.components.get("kube-apiserver"):
         kube = Kube(Path(state.kubeconfig))
         try:
-            st.apiserver_ready = kube.ready()
+            # a loaded machine can keep /readyz waiting: ask a few times before saying no
+            st.apiserver_ready = any(kube.ready() for _ in range(3))
             if st.apiserver_ready:
                 st.nodes = sum(1 for n in kube.nodes() if n["metadata"].get("labels", {}).get(NODE_LABEL))
                 pods = kube.pods()

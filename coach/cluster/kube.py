@@ -50,9 +50,9 @@ class Kube:
             raise ClusterError(f"apiserver: {method} {path}: {r.status_code} {r.text[:300]}")
         return r.json() if r.content else {}
 
-    def ready(self) -> bool:
+    def ready(self, timeout: float = 5.0) -> bool:
         try:
-            return self.http.get("/readyz", timeout=2).status_code == 200
+            return self.http.get("/readyz", timeout=timeout).status_code == 200
         except httpx.HTTPError:
             return False
 
