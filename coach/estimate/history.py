@@ -7,17 +7,9 @@ from collections.abc import Sequence
 
 from coach.errors import EstimateError
 from coach.estimate.convergence import ConvergenceFit, fit_convergence
+from coach.estimate.progress import progress_of
 from coach.estimate.speed import SpeedModel, SpeedSample, fit_speed
 from coach.state.records import EpochRecord
-
-
-def progress_of(epochs: Sequence[EpochRecord], samples_per_epoch: float) -> list[float]:
-    """Epochs of data seen after each record: a tuning mini-epoch counts as its share of one."""
-    seen, out = 0, []
-    for e in epochs:
-        seen += e.samples
-        out.append(seen / samples_per_epoch)
-    return out
 
 
 LOOP_BOOTSTRAP = 30

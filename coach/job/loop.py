@@ -21,7 +21,8 @@ from coach.backends.base import Backend
 from coach.data import load_dataset
 from coach.errors import CoachError, EpochFailed
 from coach.estimate import epoch_budget, eta, measured_cost
-from coach.estimate.history import fit_history, progress_of
+from coach.estimate.history import fit_history
+from coach.estimate.progress import progress_of
 from coach.estimate.cost import epoch_cost
 from coach.job.coordinator import Coordinator
 from coach.job.epoch import EpochOutcome, EpochPlan, EpochRunner
