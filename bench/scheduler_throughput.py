@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import statistics
 import sys
@@ -103,7 +104,9 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=300.0)
     args = ap.parse_args()
     n = args.pods - args.pods % len(ROLES)
-    os.environ.setdefault("COACH_CLUSTER_DIR", tempfile.mkdtemp(prefix="coach-bench-"))
+    own_dir = "COACH_CLUSTER_DIR" not in os.environ
+    if own_dir:
+        os.environ["COACH_CLUSTER_DIR"] = tempfile.mkdtemp(prefix="coach-bench-")
     t0 = time.monotonic()
     kubeconfig = cluster.up(nodes=args.nodes, cpu="32", memory="128Gi")
     print(f"control plane with {args.nodes} nodes up in {time.monotonic() - t0:.1f}s; {n} pods per run", flush=True)
@@ -120,6 +123,8 @@ def main() -> None:
     finally:
         kube.close()
         cluster.down()
+        if own_dir:
+            shutil.rmtree(os.environ["COACH_CLUSTER_DIR"], ignore_errors=True)
     d, c = statistics.median(rates["default-scheduler"]), statistics.median(rates["coach-gang"])
     print(f"median default-scheduler {d:.1f} pods/s, coach-gang {c:.1f} pods/s, "
           f"ratio {c / d:.2f} (goal >= 0.90: {'met' if c / d >= 0.9 else 'MISSED'})")
