@@ -6,35 +6,16 @@ import sys
 
 import typer
 
-from coach.cli import jobs
+from coach.cli import cluster, jobs
+from coach.cli.estimate import estimate
+from coach.cli.plot import plot
 from coach.errors import CoachError
 
 app = typer.Typer(help="Coach: serverless, elastic distributed training of MXNet jobs.",
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
-for command in (jobs.submit, jobs.status, jobs.history, jobs.events, jobs.stop, jobs.resume):
+for command in (jobs.submit, jobs.status, jobs.history, jobs.events, jobs.stop, jobs.resume, estimate, plot):
     app.command()(command)
-
-
-def _optional_commands() -> None:
-    """Commands whose modules may be absent in a partial checkout stay out of the way."""
-    try:
-        from coach.cli.estimate import estimate
-        app.command()(estimate)
-    except ImportError:
-        pass
-    try:
-        from coach.cli.plot import plot
-        app.command()(plot)
-    except ImportError:
-        pass
-    try:
-        from coach.cli import cluster
-        app.add_typer(cluster.app, name="cluster")
-    except ImportError:
-        pass
-
-
-_optional_commands()
+app.add_typer(cluster.app, name="cluster")
 
 
 def main() -> None:
