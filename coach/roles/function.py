@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from coach.roles.protocol import EpochTask, EventError, parse_task
+from coach.roles.runner import PARENT_ENV
 
 POLL_S = 0.05
 
@@ -31,6 +32,7 @@ class ForkServer:
     def __init__(self) -> None:
         self.proc = subprocess.Popen([sys.executable, "-m", "coach.roles.runner"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     env=dict(os.environ, **{PARENT_ENV: str(os.getpid())}),
                                      start_new_session=True)
         assert self.proc.stdout is not None
         self._out = self.proc.stdout.fileno()
@@ -90,6 +92,7 @@ class FunctionRuntime:
         self.role = role
         self._lock = threading.Lock()
         self._server = ForkServer()
+        self._role_pid: int | None = None   # the role process of the event being served
 
     def handle(self, context: Any, event: Any) -> Any:
         """Run one role of one epoch; answer JSON (200), or an error naming the problem."""
@@ -134,7 +137,7 @@ class FunctionRuntime:
             while True:
                 for ev in self._server.events():
                     if ev["event"] == "started":
-                        pid = ev["pid"]
+                        pid = self._role_pid = ev["pid"]
                         pid_file = self._pid_file(task, pid)
                     elif ev["event"] == "finished":
                         return verdict or self._finished(task, ev["code"], ev.get("result"))
@@ -152,6 +155,7 @@ class FunctionRuntime:
                     killed = True
                 time.sleep(POLL_S)
         finally:
+            self._role_pid = None
             if pid_file is not None:
                 pid_file.unlink(missing_ok=True)
 
@@ -176,4 +180,6 @@ class FunctionRuntime:
         return path
 
     def close(self) -> None:
+        if self._role_pid is not None:
+            _kill_group(self._role_pid)
         self._server.close()

@@ -25,13 +25,19 @@ import traceback
 from typing import Any
 
 
-def exit_with_parent(poll_s: float = 1.0) -> None:
+PARENT_ENV = "COACH_PARENT_PID"
+
+
+def exit_with_parent(poll_s: float = 1.0, parent: int | None = None) -> None:
     """Exit (with our whole process group) once the parent process is gone.
 
     PR_SET_PDEATHSIG would fire when the parent *thread* that spawned us ends, and the
-    runtime spawns from short-lived request threads, so the parent is watched instead.
+    runtime spawns from short-lived request threads, so the parent is watched instead. The
+    spawner names itself in COACH_PARENT_PID, so a parent that died before we got here
+    counts as gone too.
     """
-    parent = os.getppid()
+    if parent is None:
+        parent = int(os.environ.get(PARENT_ENV) or os.getppid())
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -83,12 +89,14 @@ def _run_role(task: Any) -> dict[str, Any]:
 
 def _fork_role(task: Any, emit: Any) -> None:
     read_fd, write_fd = os.pipe()
+    server = os.getpid()
     pid = os.fork()
     if pid == 0:  # the role process
         code = 3
         try:
             os.close(read_fd)
             os.setsid()
+            exit_with_parent(parent=server)   # threads do not survive fork: watch anew
             result = _run_role(task)
             os.write(write_fd, (json.dumps(result) + "\n").encode())
             code = 0 if "error" not in result else 3

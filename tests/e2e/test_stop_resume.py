@@ -4,6 +4,7 @@ resumed job continues from its checkpoint and counts every epoch once."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -54,3 +55,26 @@ def test_resume_refuses_a_finished_job(tmp_path: Path, coach_home: Path) -> None
     [rec] = json.loads(run_coach("status", "--json", check=True).stdout)
     again = run_coach("resume", rec["job_id"])
     assert again.returncode == 1 and "succeeded" in again.stderr and "Traceback" not in again.stderr
+
+
+def test_interrupting_submit_stops_the_job_and_leaves_no_process(tmp_path: Path, coach_home: Path) -> None:
+    from tests.e2e.test_failures import _wait_no_processes_of
+
+    job = write_job(tmp_path / "int.yaml", name="int", **dict(FAST_JOB, allocation="static", workers=2, servers=1,
+                                                                target_loss=0.01))
+    proc = subprocess.Popen([*COACH, "submit", str(job), "--json"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        jobs = json.loads(run_coach("status", "--json", check=True).stdout)
+        if jobs and jobs[0]["epoch"] >= 2:
+            break
+        time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err
+    [rec] = json.loads(out)
+    assert rec["status"] == "stopped"
+    assert _wait_no_processes_of(coach_home, timeout=15), "a function process outlived the interrupted run"
+    assert json.loads(run_coach("history", rec["job_id"], "--json", check=True).stdout), "recorded epochs kept"

@@ -23,6 +23,7 @@ import yaml
 
 from coach.backends.base import ROLES, Capacity, Invocation
 from coach.errors import BackendError
+from coach.roles.runner import PARENT_ENV
 
 FUNCTIONS_DIR = Path(__file__).resolve().parents[3] / "functions"
 START_TIMEOUT_S = 60.0
@@ -64,6 +65,7 @@ class LocalBackend:
                                    "to the repository's functions/ folder")
         self.log_dir = log_dir
         self._env_cache: dict[str, dict[str, str]] = {}
+        self._closed = False
         self._jobs: dict[str, _Job] = {}
         self._lock = threading.Lock()
         self._http = httpx.Client(limits=httpx.Limits(max_connections=256, max_keepalive_connections=64))
@@ -79,7 +81,8 @@ class LocalBackend:
         return self._env_cache[role]
 
     def _start(self, job_id: str, role: str) -> subprocess.Popen:
-        env = dict(os.environ, **self._function_env(role), DMLC_NODE_HOST="127.0.0.1", PYTHONUNBUFFERED="1")
+        env = dict(os.environ, **self._function_env(role), DMLC_NODE_HOST="127.0.0.1", PYTHONUNBUFFERED="1",
+                   **{PARENT_ENV: str(os.getpid())})
         stderr: Any = subprocess.DEVNULL
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -114,6 +117,8 @@ class LocalBackend:
         """Scale the role to `replicas`. Replicas scaled away stay warm (idle, not invocable)
         until the job is torn down, like functions that have not yet scaled to zero."""
         with self._lock:
+            if self._closed:
+                raise BackendError("the local backend is shut down (interrupted)")
             job = self._jobs.setdefault(job_id, _Job())
             for pool in (job.replicas, job.idle):
                 for dead in (r for r in pool[role] if r.proc.poll() is not None):
@@ -130,7 +135,12 @@ class LocalBackend:
         started = [self._start(job_id, role) for _ in range(missing)]   # warm up side by side
         fresh = [_Replica(p, self._await_port(p, role)) for p in started]
         with self._lock:
-            self._jobs[job_id].replicas[role].extend(fresh)
+            if not self._closed and job_id in self._jobs:
+                self._jobs[job_id].replicas[role].extend(fresh)
+                return
+        for r in fresh:   # closed or torn down meanwhile: these must not outlive it
+            self._stop(r.proc)
+        raise BackendError("the local backend is shut down (interrupted)")
 
     def invoke(self, job_id: str, role: str, replica: int, payload: dict[str, Any],
                timeout_s: float) -> Invocation:
@@ -169,6 +179,8 @@ class LocalBackend:
                         self._stop(r.proc)
 
     def close(self) -> None:
+        with self._lock:
+            self._closed = True
         for job_id in list(self._jobs):
             self.teardown(job_id)
         self._http.close()
