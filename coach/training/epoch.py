@@ -30,21 +30,19 @@ def _optimizer(hyper: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 
 
 def _allreduce(kv: Any, params: list[Any], mx: Any) -> None:
-    """Replace each gradient by its sum over all workers (dist_sync: the push returns once
-    every worker's share is merged on the servers).
+    """Replace each gradient by its sum over all workers (dist_sync: a push completes once
+    every worker's share is merged on the servers; the pull then fetches the sum).
 
-    The waits are deliberate. In processes that set the DMLC role after `import mxnet` (the
-    fork-server does), MXNet 1.9's engine let reads and writes of the gradient race:
-    Trainer.allreduce_grads' in-place pushpull gave a LeNet validation loss of 0.742 instead
-    of 0.252 after one epoch, and runs differed under load. Fenced, an epoch through Coach
-    equals single-process training (tests/e2e/test_exactness.py).
+    Separate push and pull, not Trainer.allreduce_grads: its in-place pushpull raced in
+    MXNet 1.9 — one LeNet epoch gave a validation loss of 0.742 instead of 0.252 in the
+    fork-server's processes, and plain launcher runs differed from run to run. With push
+    and pull as two engine operations an epoch through Coach equals single-process training
+    (tests/e2e/test_exactness.py) and repeated runs agree to the last digit.
     """
     for i, p in enumerate(params):
         kv.push(i, p.grad(), priority=-i)
-    mx.nd.waitall()
     for i, p in enumerate(params):
         kv.pull(i, out=p.grad(), priority=-i)
-    mx.nd.waitall()
 
 
 def mean_loss(net: Any, x: Any, y: Any, mx: Any) -> float:
