@@ -20,13 +20,12 @@ import yaml
 
 from coach.data import DATASETS
 from coach.errors import SpecError
-from coach.estimate.cost import DEFAULT_CPU_CORE_SECOND_PRICE, DEFAULT_GIB_SECOND_PRICE, Prices, RoleResources
+from coach.estimate.cost import (DEFAULT_CPU_CORE_SECOND_PRICE, DEFAULT_GIB_SECOND_PRICE, DEFAULT_RESOURCES, Prices,
+                                 RoleResources)
 from coach.models import BUILTIN_MODELS
 
 ROLES = ("scheduler", "server", "worker")
 OPTIMIZERS = ("sgd", "nag", "adam", "rmsprop", "adagrad")
-DEFAULT_RESOURCES = {"scheduler": RoleResources(0.1, 0.25), "server": RoleResources(0.25, 0.5),
-                     "worker": RoleResources(0.5, 1.0)}
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
 
 

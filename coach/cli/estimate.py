@@ -13,14 +13,16 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from coach.errors import EstimateError, SpecError
-from coach.estimate import EpochsPrediction, fit_convergence
+
+if TYPE_CHECKING:  # scipy costs a second: every other command starts without it
+    from coach.estimate import EpochsPrediction
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,8 @@ def read_curve(path: Path) -> Curve:
 
 def predict_curve(curve: Curve, target: float, consecutive: int = 1) -> EpochsPrediction:
     """Fit the curve and predict its stop epoch, in the file's epoch numbering."""
+    from coach.estimate import EpochsPrediction, fit_convergence
+
     fit = fit_convergence([e + curve.offset for e in curve.epochs], curve.losses)
     pred = fit.epochs_to_target(target, consecutive)
     shift = (lambda e: None if e is None else int(round(e - curve.offset)))  # noqa: E731

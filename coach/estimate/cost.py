@@ -59,6 +59,15 @@ class RoleResources:
             raise ValueError(f"resources must be ≥ 0, got {self}")
 
 
+DEFAULT_RESOURCES: Mapping[str, RoleResources] = {
+    "scheduler": RoleResources(cpu=0.1, memory_gib=0.25),
+    "server": RoleResources(cpu=0.25, memory_gib=0.5),
+    "worker": RoleResources(cpu=0.5, memory_gib=1.0),
+}
+"""Per-function requests when a job file does not say: small enough that two jobs' minimum
+groups (0.85 cores each) share a 2-core machine."""
+
+
 def function_cost(resources: RoleResources, seconds: float, prices: Prices = DEFAULT_PRICES) -> float:
     """Cost of one function that reserved `resources` for `seconds` (measured)."""
     if seconds < 0 or not math.isfinite(seconds):

@@ -152,8 +152,10 @@ class JobLoop:
         if fit is None:
             return None
         seconds = self._epoch_seconds(history, speed, w, s) or history[-1].duration_s
-        e = eta(fit, self.spec.target_loss, self.spec.consecutive, progress_of(history, self.n_train)[-1],
-                seconds, self._streak(history))
+        done = progress_of(history, self.n_train)[-1]
+        trained = sum(1 for r in history if r.phase == "training")
+        e = eta(fit, self.spec.target_loss, self.spec.consecutive, done, seconds, self._streak(history),
+                horizon=done + self.spec.max_epochs - trained)   # past max_epochs it is unreachable
         info = {"epochs_left": e.epochs_left, "lo": e.lo, "hi": e.hi, "seconds": e.seconds,
                 "seconds_lo": e.seconds_lo, "seconds_hi": e.seconds_hi, "reachable": e.reachable,
                 "asymptote": e.asymptote, "at": time.time()}

@@ -28,18 +28,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from coach.estimate.cost import DEFAULT_PRICES, Prices, RoleResources, epoch_cost
+from coach.estimate.cost import DEFAULT_PRICES, DEFAULT_RESOURCES, Prices, RoleResources, epoch_cost
 from coach.estimate.speed import SpeedModel
 
 MIN_RELATIVE_GAIN = 0.02
 """A step must cut the predicted remaining time by ≥ 2%: smaller gains are within noise."""
 
-DEFAULT_RESOURCES: Mapping[str, RoleResources] = {
-    "scheduler": RoleResources(cpu=0.1, memory_gib=0.25),
-    "server": RoleResources(cpu=0.5, memory_gib=0.5),
-    "worker": RoleResources(cpu=1.0, memory_gib=1.0),
-}
-"""Per-function requests used when a job does not say (illustrative, not measured)."""
 
 
 @dataclass(frozen=True)
