@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -79,7 +80,7 @@ def main() -> None:
               " ".join(f"{e['seconds']:.1f}s/val {e['val_loss']:.4f}" for e in coach["epochs"]))
         same = all(abs(a["val_loss"] - b["val_loss"]) < 1e-3 for a, b in zip(plain["epochs"], coach["epochs"]))
         print(f"  ratio coach/plain: {ratio:.3f}   validation losses agree: {same}")
-    print(json.dumps({"ratios": ratios, "median_ratio": sorted(ratios)[len(ratios) // 2]}))
+    print(json.dumps({"ratios": ratios, "median_ratio": statistics.median(ratios)}))
 
 
 if __name__ == "__main__":

@@ -40,7 +40,10 @@ class BackendError(CoachError):
 
 
 class EpochFailed(BackendError):
-    """Raised when a process of an epoch died or the epoch exceeded its wall-clock limit."""
+    """Raised when an epoch failed for good: its retries ran out, it diverged, or a stop was
+    requested. `function_s` holds the function-seconds its attempts used (they are charged)."""
+
+    function_s: dict[str, float] | None = None
 
 
 class EstimateError(CoachError):

@@ -26,6 +26,7 @@ from coach.models import BUILTIN_MODELS
 
 ROLES = ("scheduler", "server", "worker")
 OPTIMIZERS = ("sgd", "nag", "adam", "rmsprop", "adagrad")
+MAX_NUMBER = 1e15
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
 
 
@@ -93,10 +94,10 @@ class _Reader:
         v = d[key]
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise self.fail(name, f"must be a number, got {v!r}")
+        if abs(v) > MAX_NUMBER or not math.isfinite(v):
+            raise self.fail(name, f"must be finite and at most {MAX_NUMBER:g} in size, got {str(v)[:30]}")
         if integer and (not float(v).is_integer()):
             raise self.fail(name, f"must be a whole number, got {v!r}")
-        if not math.isfinite(v):
-            raise self.fail(name, f"must be finite, got {v!r}")
         if gt is not None and not v > gt:
             raise self.fail(name, f"must be > {gt:g}, got {v!r}")
         if ge is not None and not v >= ge:
@@ -146,7 +147,10 @@ def _model(r: _Reader, base: Path) -> dict[str, Any]:
         path = (base / Path(v).expanduser()).resolve()
         if not path.is_file():
             raise r.fail("model", f"model file {path} does not exist")
-        text = path.read_text()
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            raise r.fail("model", f"cannot read model file {path}: {getattr(e, 'strerror', None) or e}") from None
         if not re.search(r"^def build\(", text, re.M):
             raise r.fail("model", f"{path} must define build(num_classes) returning a gluon Block")
         return {"file": str(path)}
@@ -260,6 +264,8 @@ def load_spec(path: str | Path) -> JobSpec:
         raise SpecError(source, where, f"not valid YAML: {getattr(e, 'problem', e)}") from None
     except UnicodeDecodeError:
         raise SpecError(source, "", "not a text file") from None
+    except OSError as e:
+        raise SpecError(source, "", f"cannot read: {e.strerror}") from None
     return parse_spec(data, source, p.parent)
 
 

@@ -44,11 +44,9 @@ def _table(rows: list[dict[str, Any]], title: str | None = None) -> Table:
     return t
 
 
-def _run(specs: dict[str, Any], backend_name: str, cpu: float | None, json_out: bool, store: Store) -> None:
+def _run(specs: dict[str, Any], backend: Any, json_out: bool, store: Store) -> None:
     from coach.cli.progress import watch
     from coach.job.submit import request_stop, run_jobs
-
-    backend = _backend(backend_name, cpu, store)
 
     def interrupted(signum: int, frame: Any) -> None:
         console.print("[yellow]stopping: the running epochs end now, checkpoints are kept[/]")
@@ -58,7 +56,7 @@ def _run(specs: dict[str, Any], backend_name: str, cpu: float | None, json_out: 
     old = signal.signal(signal.SIGINT, interrupted)
     old_term = signal.signal(signal.SIGTERM, interrupted)
     try:
-        statuses = run_jobs(specs, backend, store,
+        run_jobs(specs, backend, store,
                             watch=None if json_out else lambda ids, done: watch(store, ids, done, console))
     finally:
         backend.close()
@@ -71,7 +69,7 @@ def _run(specs: dict[str, Any], backend_name: str, cpu: float | None, json_out: 
         for j in jobs:
             colour = "green" if j.status == "succeeded" else "red"
             console.print(f"[{colour}]{j.job_id}: {j.status}[/] — {j.message}")
-    if any(s != "succeeded" for s in statuses.values()):
+    if any(j.status != "succeeded" for j in jobs):
         raise typer.Exit(1)
 
 
@@ -93,14 +91,18 @@ def submit(job_files: List[Path] = typer.Argument(..., help="One or more job fil
             print(f"error: {e}", file=sys.stderr)
         raise errors[-1]
     store = Store()
+    runner = _backend(backend, cpu, store)   # before anything is recorded
     jobs = {register(s, store): s for s in specs}
     for jid in jobs:
         console.print(f"submitted {jid}")
-    _run(jobs, backend, cpu, json_out, store)
+    _run(jobs, runner, json_out, store)
 
 
-def resume(job_id: str = typer.Argument(..., help="A stopped, failed or budget-exhausted job."),
+def resume(job_id: str = typer.Argument(..., help="A stopped, failed, budget-exhausted or max-epochs job."),
            budget: Optional[float] = typer.Option(None, help="Raise the job's budget to this.", min=0),
+           max_epochs: Optional[int] = typer.Option(None, "--max-epochs", help="Raise the job's max_epochs.", min=1),
+           force: bool = typer.Option(False, "--force", help="Also resume a job whose coach process died "
+                                      "without recording a final status (make sure it is not running)."),
            backend: str = BackendOpt, cpu: Optional[float] = CpuOpt, json_out: bool = JsonOpt) -> None:
     """Continue a job from its last checkpoint and its recorded epochs."""
     import dataclasses
@@ -109,16 +111,25 @@ def resume(job_id: str = typer.Argument(..., help="A stopped, failed or budget-e
 
     store = Store()
     job = store.job(job_id)
-    if job.status not in FINAL_STATUSES or job.status == "succeeded":
-        raise CoachError(f"{job.job_id} is {job.status}; only stopped, failed, budget_exhausted or "
-                         "max_epochs jobs can be resumed")
+    if job.status == "succeeded":
+        raise CoachError(f"{job.job_id} already succeeded; nothing to resume")
+    if job.status not in FINAL_STATUSES and not force:
+        raise CoachError(f"{job.job_id} is {job.status}: it is running, or its coach process died; "
+                         "if no `coach submit` runs it any more, resume it with --force")
     spec = spec_from_dict(store.job_extra(job.job_id)["spec"])
-    if budget is not None:
-        spec = dataclasses.replace(spec, budget=budget)
-        store.update_job(job.job_id, budget=budget)
-    store.update_job(job.job_id, status="queued", stop_requested=0, message="resumed")
+    trained = sum(1 for e in store.epochs(job.job_id) if e.phase == "training")
+    limit = max_epochs or spec.max_epochs
+    if trained >= limit:
+        raise CoachError(f"{job.job_id} has run {trained} training epochs, its max_epochs is {limit}; "
+                         "give a larger --max-epochs")
+    if budget is not None and budget <= job.spent:
+        raise CoachError(f"{job.job_id} has spent {job.spent:.4g}; give a --budget above that")
+    spec = dataclasses.replace(spec, budget=budget if budget is not None else spec.budget, max_epochs=limit)
+    runner = _backend(backend, cpu, store)
+    store.update_job(job.job_id, status="queued", stop_requested=0, message="resumed", budget=spec.budget,
+                     spec=dataclasses.asdict(spec))
     store.add_event(job.job_id, "resumed", f"from epoch {job.epoch}")
-    _run({job.job_id: spec}, backend, cpu, json_out, store)
+    _run({job.job_id: spec}, runner, json_out, store)
 
 
 def stop(job_id: str = typer.Argument(...)) -> None:

@@ -42,28 +42,37 @@ class Coordinator:
 
     def acquire(self, demand: JobDemand, on_wait: Callable[[str], None] = lambda _: None,
                 timeout_s: float | None = None,
-                epoch_s: Callable[[int, int], float | None] = lambda w, s: None) -> Allocation | None:
-        """Block until the job can run; None only when `timeout_s` passes first.
+                epoch_s: Callable[[int, int], float | None] = lambda w, s: None,
+                should_stop: Callable[[], bool] = lambda: False) -> Allocation | None:
+        """Block until the job can run; None when `timeout_s` passes or `should_stop()` first.
 
         `epoch_s(w, s)` predicts how long the granted epoch will hold its capacity, so that
-        jobs waiting meanwhile can be told when it frees up.
+        jobs waiting meanwhile can be told when it frees up. `on_wait` and `should_stop`
+        are called without the lock held (they may touch the state store).
         """
         start = time.monotonic()
-        with self._cond:
-            self._demands[demand.job_id] = demand
-            while True:
+        while True:
+            with self._cond:
+                self._demands[demand.job_id] = demand
                 grant = self._grant(demand)
                 if grant is not None:
                     w, s = grant.workers, grant.servers
-                    cpu = sum(n * demand.resources[r].cpu for r, n in (("scheduler", 1), ("server", s), ("worker", w)))
-                    mem = sum(n * demand.resources[r].memory_gib
-                              for r, n in (("scheduler", 1), ("server", s), ("worker", w)))
-                    self._held[demand.job_id] = _Held(cpu, mem, time.monotonic(), epoch_s(w, s))
-                    return grant
-                if timeout_s is not None and time.monotonic() - start >= timeout_s:
-                    return None
-                on_wait(self._why_waiting(demand))
+                    counts = (("scheduler", 1), ("server", s), ("worker", w))
+                    cpu = sum(n * demand.resources[r].cpu for r, n in counts)
+                    mem = sum(n * demand.resources[r].memory_gib for r, n in counts)
+                    self._held[demand.job_id] = _Held(cpu, mem, time.monotonic(), None)
+                    break
+                why = self._why_waiting(demand)
+            if (timeout_s is not None and time.monotonic() - start >= timeout_s) or should_stop():
+                return None
+            on_wait(why)
+            with self._cond:
                 self._cond.wait(RECHECK_S)
+        predicted = epoch_s(w, s)   # may fit models: outside the lock
+        with self._cond:
+            if demand.job_id in self._held:
+                self._held[demand.job_id].epoch_s = predicted
+        return grant
 
     def _free(self, job_id: str) -> tuple[float, float]:
         held = [h for j, h in self._held.items() if j != job_id]

@@ -7,8 +7,8 @@ attempt is retried from the last checkpoint with fresh processes (a new root por
 
 from __future__ import annotations
 
+import math
 import shutil
-import statistics
 import threading
 import time
 import uuid
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from coach.backends.base import Backend, Invocation
-from coach.errors import EpochFailed
+from coach.errors import BackendError, EpochFailed
 
 HTTP_MARGIN_S = 30.0   # the HTTP call outlives the role's own deadline by this much
 
@@ -59,13 +59,6 @@ class EpochOutcome:
         return self.samples / self.train_s if self.train_s > 0 else 0.0
 
 
-def deadline_for(previous_walls: list[float], samples_ratio: float, first_s: float) -> float:
-    """Wall-clock limit of an epoch: generous against noise, finite against hangs."""
-    if not previous_walls:
-        return first_s
-    return max(60.0, 4.0 * statistics.median(previous_walls[-5:]) * max(samples_ratio, 0.05) + 30.0)
-
-
 class EpochRunner:
     """Executes EpochPlans on one backend; knows nothing about losses, budgets or planning."""
 
@@ -82,20 +75,29 @@ class EpochRunner:
         for attempt in range(self.max_retries + 1):
             if should_stop():
                 raise EpochFailed(f"{plan.phase} epoch {plan.epoch}: stopped by request")
-            outcome, error = self._attempt(plan, attempt, function_s)
+            try:
+                outcome, error = self._attempt(plan, attempt, function_s)
+            except EpochFailed as e:
+                e.function_s = function_s
+                raise
             if outcome is not None:
                 outcome.retries, outcome.errors = attempt, errors
                 return outcome
             errors.append(error)
             self.on_event("retry" if attempt < self.max_retries else "epoch_failed",
                           f"{plan.phase} epoch {plan.epoch} attempt {attempt + 1} failed: {error}")
-        raise EpochFailed(f"{plan.phase} epoch {plan.epoch} failed {self.max_retries + 1} times; "
-                          f"last error: {errors[-1]}")
+        failed = EpochFailed(f"{plan.phase} epoch {plan.epoch} failed {self.max_retries + 1} times; "
+                             f"last error: {errors[-1]}")
+        failed.function_s = function_s   # failed attempts cost money too
+        raise failed
 
     def _attempt(self, plan: EpochPlan, attempt: int,
                  function_s: dict[str, float]) -> tuple[EpochOutcome | None, str]:
-        for role, n in (("scheduler", 1), ("server", plan.servers), ("worker", plan.workers)):
-            self.backend.deploy(plan.job_id, role, n)
+        try:
+            for role, n in (("scheduler", 1), ("server", plan.servers), ("worker", plan.workers)):
+                self.backend.deploy(plan.job_id, role, n)
+        except BackendError as e:
+            return None, f"deploy: {e}"
         attempt_id = f"{plan.phase}-{plan.epoch:04d}-{attempt}-{uuid.uuid4().hex[:6]}"
         attempt_dir = self.work_dir / "attempts" / attempt_id
         attempt_dir.mkdir(parents=True, exist_ok=True)
@@ -142,7 +144,12 @@ class EpochRunner:
             return None, "no worker answered as rank 0 with a checkpoint and a validation loss"
         samples = sum(int(w["samples"]) for w in workers)
         train_loss = sum(float(w["train_loss"]) * int(w["samples"]) for w in workers) / max(1, samples)
-        return EpochOutcome(train_loss=train_loss, val_loss=float(chief[0]["val_loss"]), samples=samples,
+        val_loss = float(chief[0]["val_loss"])
+        if not (math.isfinite(train_loss) and math.isfinite(val_loss)):
+            diverged = EpochFailed(f"{plan.phase} epoch {plan.epoch} diverged: training loss {train_loss}, "
+                                   f"validation loss {val_loss}; lower the learning rate")
+            raise diverged   # retrying the same computation would diverge again
+        return EpochOutcome(train_loss=train_loss, val_loss=val_loss, samples=samples,
                             wall_s=wall, train_s=max(float(w["duration_s"]) for w in workers),
                             function_s=dict(function_s), retries=attempt,
                             checkpoint=str(chief[0]["checkpoint"])), ""

@@ -118,7 +118,7 @@ class JobLoop:
         import shutil
 
         for p in (self.run.work_dir / "checkpoints").iterdir():
-            if str(p) != keep and not p.name.startswith("."):
+            if str(p) != keep:   # older checkpoints and temporaries of killed saves
                 shutil.rmtree(p, ignore_errors=True)
 
     # -- models ----------------------------------------------------------------------------
@@ -142,7 +142,7 @@ class JobLoop:
     def _streak(self, history: list[EpochRecord]) -> int:
         n = 0
         for r in reversed([r for r in history if r.phase == "training"]):
-            if r.val_loss > self.spec.target_loss:
+            if not r.val_loss <= self.spec.target_loss:   # NaN never counts as reached
                 break
             n += 1
         return n
@@ -182,9 +182,12 @@ class JobLoop:
         try:
             return self._run()
         except EpochFailed as e:
+            if e.function_s:   # attempts that failed still ran, and are paid for
+                cost = measured_cost(e.function_s, self.spec.resources, self.spec.prices)
+                self.store.update_job(jid, spent=self.store.job(jid).spent + cost)
             return self._finish("stopped" if self._stop_requested() else "failed", str(e))
         except CoachError as e:
-            return self._finish("failed", str(e))
+            return self._finish("stopped" if self._stop_requested() else "failed", str(e))
         except Exception as e:  # a bug: keep the state, say what happened, never hide it
             self._event("internal_error", traceback.format_exc())
             return self._finish("failed", f"internal error: {type(e).__name__}: {e} (details: coach events {jid})")
@@ -213,7 +216,10 @@ class JobLoop:
                 demand = JobDemand(job_id=self.run.job_id, speed=None, remaining_epochs=None,
                                    samples_per_epoch=float(self.n_train), static=(w, s),
                                    resources=spec.resources, prices=spec.prices)
-                alloc = coord.acquire(demand, self._waiting, timeout_s=None if i == 1 else TUNING_WAIT_S)
+                alloc = coord.acquire(demand, self._waiting, timeout_s=None if i == 1 else TUNING_WAIT_S,
+                                      should_stop=self._stop_requested)
+                if alloc is None and self._stop_requested():
+                    return self._finish("stopped", "stopped by request during tuning")
                 if alloc is None:
                     self._event("tuning_skipped", f"({w}, {s}) did not fit the free capacity in time")
                     continue
@@ -236,8 +242,10 @@ class JobLoop:
             if left <= 0:
                 return self._budget_exhausted(left)
             demand = self._demand(history)
-            alloc = coord.acquire(demand, self._waiting,
+            alloc = coord.acquire(demand, self._waiting, should_stop=self._stop_requested,
                                   epoch_s=lambda w, s: self._epoch_seconds(history, demand.speed, w, s))
+            if alloc is None:
+                return self._finish("stopped", f"stopped by request while waiting for capacity (epoch {epoch})")
             try:
                 seconds = self._epoch_seconds(history, demand.speed, alloc.workers, alloc.servers)
                 if seconds is not None:

@@ -24,6 +24,7 @@ from coach.roles.protocol import EpochTask, EventError, parse_task
 from coach.roles.runner import PARENT_ENV
 
 POLL_S = 0.05
+KILL_GRACE_S = 10.0   # a killed role must be reported finished within this
 
 
 class ForkServer:
@@ -70,10 +71,12 @@ class ForkServer:
 
 
 def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    """Kill the role process and its group (before its setsid() the group is not yet its own)."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def _describe_exit(code: int) -> str:
@@ -127,12 +130,18 @@ class FunctionRuntime:
         return status, body
 
     def _watch(self, task: EpochTask, t0: float) -> tuple[int, dict[str, Any]]:
-        """Wait for the role process to finish, killing it on deadline or abort."""
+        """Wait for the role process to finish, killing it on deadline or abort.
+
+        The attempt's folder disappears when the job loop is done with the attempt, so an
+        event that arrives late (or a marker that vanished) counts as aborted too. Once a
+        verdict is reached the role is killed on every poll; if the fork-server has not
+        reported it finished KILL_GRACE_S later, the fork-server itself is replaced.
+        """
         abort = Path(task.abort_file) if task.abort_file else None
         pid: int | None = None
         pid_file: Path | None = None
         verdict: tuple[int, dict[str, Any]] | None = None
-        killed = False
+        verdict_at = 0.0
         try:
             while True:
                 for ev in self._server.events():
@@ -145,19 +154,29 @@ class FunctionRuntime:
                     self._server.events()
                     return 500, {"error": f"{task.role} fork-server {_describe_exit(self._server.proc.returncode)}"}
                 if verdict is None:
-                    if time.monotonic() - t0 > task.deadline_s:
-                        verdict = 504, {"error": f"{task.role} exceeded its {task.deadline_s:.0f} s deadline; killed"}
-                    elif abort is not None and abort.exists():
-                        reason = abort.read_text().strip() or "another role of the epoch failed"
-                        verdict = 409, {"error": f"{task.role} aborted: {reason}"}
-                if verdict is not None and pid is not None and not killed:
-                    _kill_group(pid)   # the fork-server then reports "finished"
-                    killed = True
+                    verdict = self._verdict(task, t0, abort)
+                    verdict_at = time.monotonic()
+                if verdict is not None:
+                    if pid is not None:
+                        _kill_group(pid)   # the fork-server then reports "finished"
+                    if time.monotonic() - verdict_at > KILL_GRACE_S:
+                        self._server.close()   # stuck: start afresh for the next event
+                        self._server = ForkServer()
+                        return verdict
                 time.sleep(POLL_S)
         finally:
             self._role_pid = None
             if pid_file is not None:
                 pid_file.unlink(missing_ok=True)
+
+    @staticmethod
+    def _verdict(task: EpochTask, t0: float, abort: Path | None) -> tuple[int, dict[str, Any]] | None:
+        if time.monotonic() - t0 > task.deadline_s:
+            return 504, {"error": f"{task.role} exceeded its {task.deadline_s:.0f} s deadline; killed"}
+        if abort is not None and (abort.exists() or not abort.parent.exists()):
+            reason = (abort.read_text().strip() if abort.exists() else "") or "the attempt was abandoned"
+            return 409, {"error": f"{task.role} aborted: {reason}"}
+        return None
 
     @staticmethod
     def _finished(task: EpochTask, code: int, result: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:

@@ -87,7 +87,9 @@ class Store:
     def update_job(self, job_id: str, **values: Any) -> None:
         if "eta" in values:
             values["eta_json"] = json.dumps(values.pop("eta") or {})
-        allowed = set(_JOB_COLUMNS) | {"eta_json", "checkpoint", "stop_requested"}
+        if "spec" in values:
+            values["spec_json"] = json.dumps(values.pop("spec"))
+        allowed = set(_JOB_COLUMNS) | {"eta_json", "spec_json", "checkpoint", "stop_requested"}
         bad = set(values) - allowed
         if bad:
             raise ValueError(f"unknown job columns {sorted(bad)}")
@@ -141,8 +143,10 @@ class Store:
             with self._connect() as c:
                 c.execute(f"INSERT INTO epochs ({', '.join(_EPOCH_COLUMNS)}) VALUES ({marks})",
                           tuple(getattr(rec, k) for k in _EPOCH_COLUMNS))
-        except sqlite3.IntegrityError:
-            raise StateError(f"{rec.job_id}: {rec.phase} epoch {rec.epoch} is already recorded") from None
+        except sqlite3.IntegrityError as e:
+            if "UNIQUE" in str(e):
+                raise StateError(f"{rec.job_id}: {rec.phase} epoch {rec.epoch} is already recorded") from None
+            raise StateError(f"{rec.job_id}: {rec.phase} epoch {rec.epoch} cannot be recorded: {e}") from None
 
     def epochs(self, job_id: str, phase: str | None = None) -> list[EpochRecord]:
         q = "SELECT * FROM epochs WHERE job_id = ?" + (" AND phase = ?" if phase else "")

@@ -8,6 +8,7 @@ with their job, so no function outlives the run that needed it.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -94,13 +95,15 @@ class LocalBackend:
             stderr.close()
         return proc
 
-    @staticmethod
-    def _await_port(proc: subprocess.Popen, role: str) -> int:
+    def _await_port(self, proc: subprocess.Popen, role: str) -> int:
+        """The port a new replica listens on, once its handler is loaded ("listening PORT")."""
         assert proc.stdout is not None
-        line = proc.stdout.readline().decode().strip()   # "listening PORT" once the handler is loaded
+        ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT_S)
+        line = proc.stdout.readline().decode().strip() if ready else ""
         if not line.startswith("listening "):
-            proc.kill()
-            raise BackendError(f"local {role} function did not start (exit code {proc.wait()})")
+            self._stop(proc)
+            why = f"exit code {proc.returncode}" if ready else f"no answer in {START_TIMEOUT_S:.0f} s"
+            raise BackendError(f"local {role} function did not start ({why}); see {self.log_dir or 'its stderr'}")
         return int(line.split()[1])
 
     @staticmethod
@@ -133,7 +136,12 @@ class LocalBackend:
         if missing <= 0:
             return
         started = [self._start(job_id, role) for _ in range(missing)]   # warm up side by side
-        fresh = [_Replica(p, self._await_port(p, role)) for p in started]
+        try:
+            fresh = [_Replica(p, self._await_port(p, role)) for p in started]
+        except BackendError:
+            for p in started:
+                self._stop(p)
+            raise
         with self._lock:
             if not self._closed and job_id in self._jobs:
                 self._jobs[job_id].replicas[role].extend(fresh)

@@ -83,11 +83,16 @@ def make_server(function_dir: Path, port: int = 0) -> tuple[ThreadingHTTPServer,
             event = nuclio_sdk.Event(body=body, content_type=self.headers.get("Content-Type"),
                                      trigger=trigger, headers=dict(self.headers.items()),
                                      method=self.command, path=self.path, size=len(body))
-            with one_worker:
+            if not one_worker.acquire(blocking=False):   # one worker: a busy replica says so
+                out = nuclio_sdk.Response(body=json.dumps({"error": "busy: no free worker"}),
+                                          content_type="application/json", status_code=503)
+            else:
                 try:
                     out = entry(context, event)
                 except Exception as e:  # Nuclio answers 500 with the exception text
                     out = nuclio_sdk.Response(body=f"handler raised {type(e).__name__}: {e}", status_code=500)
+                finally:
+                    one_worker.release()
             r = nuclio_sdk.Response.from_entrypoint_output(json.dumps, out)
             self._reply(r.get("status_code", 200), r["body"], r.get("content_type", "text/plain"),
                         r.get("headers") or {})
