@@ -66,3 +66,12 @@ def test_role_group_that_never_forms_is_killed_at_its_deadline(worker_url: str) 
     assert "deadline" in r.json()["error"]
     again = httpx.get(worker_url + "__health", timeout=10)   # the replica still serves
     assert again.status_code == 200
+
+
+def test_event_of_an_abandoned_attempt_is_aborted_not_run(worker_url: str, tmp_path) -> None:
+    """The job loop removes an attempt's folder when it is done with it; a late event must not
+    start a role that would wait for a group that no longer exists."""
+    gone = tmp_path / "attempts" / "gone" / "abort"
+    r = httpx.post(worker_url, json=dict(VALID, deadline_s=60, abort_file=str(gone)), timeout=120)
+    assert r.status_code == 409, r.text
+    assert "abandoned" in r.json()["error"]

@@ -51,6 +51,8 @@ BROKEN = [
     ("batch-below-workers", dict(GOOD, batch_size=2, max_workers=4), "batch_size", ">= max_workers"),
     ("bool-as-number", dict(GOOD, learning_rate=True), "learning_rate", "must be a number"),
     ("infinite", dict(GOOD, target_loss=float("inf")), "target_loss", "finite"),
+    ("not-a-number", dict(GOOD, budget=float("nan")), "budget", "finite"),
+    ("huge-integer", dict(GOOD, max_epochs=10**400), "max_epochs", "at most"),
     ("bad-prices", dict(GOOD, prices={"per_hour": 1}), "prices", "cpu_core_second"),
 ]
 
