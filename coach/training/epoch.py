@@ -29,20 +29,20 @@ def _optimizer(hyper: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return name, params
 
 
-def _allreduce(kv: Any, params: list[Any], mx: Any) -> None:
-    """Replace each gradient by its sum over all workers (dist_sync: a push completes once
-    every worker's share is merged on the servers; the pull then fetches the sum).
+def _allreduce(kv: Any, params: list[Any], buffers: list[Any]) -> None:
+    """Replace each gradient by its sum over all workers, in one round trip per parameter
+    (dist_sync: the servers answer once every worker's share is merged).
 
-    Separate push and pull, not Trainer.allreduce_grads: its in-place pushpull raced in
+    Into separate buffers, not in place: Trainer.allreduce_grads' in-place pushpull raced in
     MXNet 1.9 — one LeNet epoch gave a validation loss of 0.742 instead of 0.252 in the
-    fork-server's processes, and plain launcher runs differed from run to run. With push
-    and pull as two engine operations an epoch through Coach equals single-process training
-    (tests/e2e/test_exactness.py) and repeated runs agree to the last digit.
+    fork-server's processes, and plain launcher runs differed from run to run. Out of place,
+    an epoch through Coach equals single-process training (tests/e2e/test_exactness.py) and
+    repeated runs agree to the last digit.
     """
-    for i, p in enumerate(params):
-        kv.push(i, p.grad(), priority=-i)
-    for i, p in enumerate(params):
-        kv.pull(i, out=p.grad(), priority=-i)
+    for i, (p, buf) in enumerate(zip(params, buffers)):
+        kv.pushpull(i, p.grad(), out=buf, priority=-i)
+    for p, buf in zip(params, buffers):
+        buf.copyto(p.grad())
 
 
 def mean_loss(net: Any, x: Any, y: Any, mx: Any) -> float:
@@ -86,6 +86,7 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
             kv.pull(i, out=p.data())
         mx.nd.waitall()
 
+    buffers = [mx.nd.zeros_like(p.grad()) for p in params]
     idx = shard_indices(len(data.x_train), task.seed, task.shard, task.workers, task.limit)
     global_batch = int(task.hyper["batch_size"])
     batch = max(1, global_batch // task.workers)
@@ -100,7 +101,7 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
         with autograd.record():
             loss = loss_fn(net(xb), yb)
         loss.backward()
-        _allreduce(kv, params, mx)
+        _allreduce(kv, params, buffers)
         trainer.step(len(sel) * task.workers)
         loss_sum += loss.sum()
     train_loss = float(loss_sum.asscalar()) / max(1, len(idx))
