@@ -3,7 +3,7 @@
 Job completion time is the wall time of `coach submit` (tuning included for dynamic), the
 ratio dynamic/static is printed per round, alternating the order to spread machine noise.
 
-    .venv/bin/python bench/dynamic_vs_static.py [--job jobs/lenet-mnist.yaml] [--rounds 1]
+    .venv/bin/python bench/dynamic_vs_static.py [--job jobs/lenet-mnist.yaml] [--rounds 1] [--target 0.2]
 """
 
 from __future__ import annotations
@@ -42,8 +42,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--job", default=str(ROOT / "jobs" / "lenet-mnist.yaml"))
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--target", type=float, help="override the job's target_loss")
     args = ap.parse_args()
     base = yaml.safe_load(Path(args.job).read_text())
+    if args.target is not None:
+        base["target_loss"] = args.target
     base["budget"] = max(float(base["budget"]), 1.0)   # measure time, not the budget rule
     base["max_workers"], base["max_servers"] = max(base.get("max_workers", 2), 2), max(base.get("max_servers", 2), 2)
     dynamic = dict(base, name="dyn", allocation="dynamic")

@@ -208,6 +208,11 @@ class JobLoop:
                                 f"({coord.capacity.cpu:g} cores, {coord.capacity.memory_gib:g} GiB)")
         if spec.allocation == "dynamic" and not history:
             configs = [(w, s) for w, s in TUNING_CONFIGS if w <= spec.max_workers and s <= spec.max_servers]
+            # start every function tuning will use at once, so their start-up overlaps the first
+            # mini-epoch instead of delaying each later one (scaled-down replicas stay warm)
+            for role, n in (("scheduler", 1), ("worker", max(w for w, _ in configs)),
+                            ("server", max(s for _, s in configs))):
+                self.run.backend.deploy(self.run.job_id, role, n)
             for i, (w, s) in enumerate(configs, 1):
                 if self._stop_requested():
                     return self._finish("stopped", "stopped by request during tuning")
