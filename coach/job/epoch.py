@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -52,7 +52,6 @@ class EpochOutcome:
     function_s: dict[str, float]   # per role, summed over replicas and attempts (for cost)
     retries: int
     checkpoint: str
-    errors: list[str] = field(default_factory=list)
 
     @property
     def samples_per_s(self) -> float:
@@ -81,7 +80,7 @@ class EpochRunner:
                 e.function_s = function_s
                 raise
             if outcome is not None:
-                outcome.retries, outcome.errors = attempt, errors
+                outcome.retries = attempt
                 return outcome
             errors.append(error)
             self.on_event("retry" if attempt < self.max_retries else "epoch_failed",

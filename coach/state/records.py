@@ -37,7 +37,7 @@ class EpochRecord:
 
 @dataclass
 class JobRecord:
-    """A job as the store knows it; `status` is one of JOB_STATUSES."""
+    """A job as the store knows it: queued, tuning, training, or one of FINAL_STATUSES."""
 
     job_id: str
     name: str
@@ -59,6 +59,4 @@ class JobRecord:
         return asdict(self)
 
 
-JOB_STATUSES = ("queued", "tuning", "training", "succeeded", "failed", "budget_exhausted",
-                "max_epochs", "stopped")
 FINAL_STATUSES = frozenset({"succeeded", "failed", "budget_exhausted", "max_epochs", "stopped"})

@@ -171,12 +171,6 @@ class LocalBackend:
     def ps_root(self, job_id: str) -> tuple[str, int, str]:
         return "127.0.0.1", free_port(), "127.0.0.1"
 
-    def pids(self, job_id: str) -> dict[str, list[int]]:
-        """Process ids of the job's function replicas (for operators and tests)."""
-        with self._lock:
-            job = self._jobs.get(job_id, _Job())
-            return {role: [r.proc.pid for r in reps] for role, reps in job.replicas.items()}
-
     def teardown(self, job_id: str) -> None:
         with self._lock:
             job = self._jobs.pop(job_id, None)
