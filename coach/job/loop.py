@@ -12,6 +12,7 @@ Each job runs its own loop in its own thread; jobs meet only in the Coordinator.
 from __future__ import annotations
 
 import math
+import shutil
 import time
 import traceback
 from dataclasses import dataclass
@@ -115,8 +116,6 @@ class JobLoop:
         return rec
 
     def _prune_checkpoints(self, keep: str) -> None:
-        import shutil
-
         for p in (self.run.work_dir / "checkpoints").iterdir():
             if str(p) != keep:   # older checkpoints and temporaries of killed saves
                 shutil.rmtree(p, ignore_errors=True)
