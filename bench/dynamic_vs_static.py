@@ -10,29 +10,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from coach_job import ROOT, submit_job
 
 
-def run(job: dict, home: str) -> dict:
-    path = Path(home) / f"{job['name']}.yaml"
-    path.write_text(yaml.safe_dump(job))
-    env = dict(os.environ, COACH_HOME=home)
-    t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "coach.cli.main", "submit", str(path), "--json"],
-                          env=env, capture_output=True, text=True, cwd=ROOT)
-    wall = time.monotonic() - t0
-    [rec] = json.loads(proc.stdout)
-    hist = json.loads(subprocess.run([sys.executable, "-m", "coach.cli.main", "history", rec["job_id"], "--json"],
-                                     env=env, capture_output=True, text=True, cwd=ROOT).stdout)
+def run(job: dict) -> dict:
+    wall, rec, hist = submit_job(job)
     training = [h for h in hist if h["phase"] == "training"]
     return {"wall_s": wall, "status": rec["status"], "spent": rec["spent"], "epochs": len(training),
             "ws": sorted({(h["workers"], h["servers"]) for h in training})}
@@ -58,8 +44,7 @@ def main() -> None:
             order.reverse()
         results = {}
         for label, job in order:
-            with tempfile.TemporaryDirectory() as home:
-                results[label] = run(job, home)
+            results[label] = run(job)
         ratio = results["dynamic"]["wall_s"] / results["static"]["wall_s"]
         ratios.append(ratio)
         for label in ("dynamic", "static"):

@@ -13,38 +13,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
-import tempfile
-import time
-from pathlib import Path
 
-import yaml
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from plain_ps import dataset_spec  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
+from coach_job import ROOT, submit_job
+from plain_ps import add_workload_args, dataset_spec
 
 
 def run_coach(args: argparse.Namespace) -> dict:
-    with tempfile.TemporaryDirectory() as home:
-        job = Path(home) / "bench.yaml"
-        job.write_text(yaml.safe_dump(dict(
-            name="bench", model=args.model, dataset=dataset_spec(args.dataset), target_loss=1e-9, budget=1e9,
-            batch_size=args.batch_size, learning_rate=args.lr, allocation="static", workers=args.workers,
-            servers=args.servers, max_workers=max(args.workers, 1), max_servers=max(args.servers, 1),
-            max_epochs=args.epochs)))
-        env = dict(os.environ, COACH_HOME=home)
-        t0 = time.monotonic()
-        proc = subprocess.run([sys.executable, "-m", "coach.cli.main", "submit", str(job), "--json"],
-                              env=env, capture_output=True, text=True, cwd=ROOT)
-        wall = time.monotonic() - t0
-        [rec] = json.loads(proc.stdout)
-        hist = json.loads(subprocess.run([sys.executable, "-m", "coach.cli.main", "history", rec["job_id"],
-                                          "--json"], env=env, capture_output=True, text=True, cwd=ROOT).stdout)
+    wall, rec, hist = submit_job(dict(
+        name="bench", model=args.model, dataset=dataset_spec(args.dataset), target_loss=1e-9, budget=1e9,
+        batch_size=args.batch_size, learning_rate=args.lr, allocation="static", workers=args.workers,
+        servers=args.servers, max_workers=max(args.workers, 1), max_servers=max(args.servers, 1),
+        max_epochs=args.epochs))
     return {"wall_s": wall, "status": rec["status"],
             "epochs": [{"epoch": r["epoch"], "val_loss": r["val_loss"], "seconds": r["duration_s"]} for r in hist]}
 
@@ -59,13 +41,7 @@ def run_plain(args: argparse.Namespace) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workers", type=int, default=1)
-    ap.add_argument("--servers", type=int, default=1)
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--dataset", default="mnist-5k")
-    ap.add_argument("--model", default="lenet")
-    ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--lr", type=float, default=0.05)
+    add_workload_args(ap)
     ap.add_argument("--rounds", type=int, default=1, help="alternate coach/plain this many times")
     args = ap.parse_args()
     ratios = []

@@ -17,6 +17,17 @@ import sys
 import time
 
 
+def add_workload_args(ap: argparse.ArgumentParser) -> None:
+    """The epochs to run, the same for the plain launcher and for Coach."""
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--servers", type=int, default=1)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--dataset", default="mnist-5k", help="a name or a JSON mapping with options")
+    ap.add_argument("--model", default="lenet")
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=0.05)
+
+
 def dataset_spec(text: str) -> dict:
     """A dataset name (`mnist-5k`) or a JSON mapping (`{"name": "synthetic", "samples": 16000}`)."""
     return json.loads(text) if text.lstrip().startswith("{") else {"name": text}
@@ -81,13 +92,7 @@ def launch(args: argparse.Namespace) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--workers", type=int, default=1)
-    ap.add_argument("--servers", type=int, default=1)
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--dataset", default="mnist-5k")
-    ap.add_argument("--model", default="lenet")
-    ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--lr", type=float, default=0.05)
+    add_workload_args(ap)
     ap.add_argument("--role", default="launcher")
     args = ap.parse_args()
     if args.role == "worker":

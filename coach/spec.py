@@ -170,12 +170,12 @@ def _dataset(r: _Reader, base: Path) -> dict[str, Any]:
         raise r.fail("dataset.name", f"unknown dataset {d['name']!r}; choose one of {', '.join(DATASETS)}")
     d = dict(d)
     if d["name"] == "cifar10":
-        from coach.data.datasets import CIFAR_HELP
+        from coach.data.datasets import CIFAR_HELP, cifar_missing
 
         if not d.get("path"):
             raise r.fail("dataset.path", f"cifar10 needs a local folder; {CIFAR_HELP}")
         root = (base / Path(str(d["path"])).expanduser()).resolve()
-        missing = [n for n in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"] if not (root / n).is_file()]
+        missing = cifar_missing(root)
         if missing:
             raise r.fail("dataset.path", f"{root} lacks {', '.join(missing)}; {CIFAR_HELP}")
         d["path"] = str(root)

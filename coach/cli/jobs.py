@@ -116,7 +116,7 @@ def resume(job_id: str = typer.Argument(..., help="A stopped, failed, budget-exh
     if job.status not in FINAL_STATUSES and not force:
         raise CoachError(f"{job.job_id} is {job.status}: it is running, or its coach process died; "
                          "if no `coach submit` runs it any more, resume it with --force")
-    spec = spec_from_dict(store.job_extra(job.job_id)["spec"])
+    spec = spec_from_dict(store.spec(job.job_id))
     trained = sum(1 for e in store.epochs(job.job_id) if e.phase == "training")
     limit = max_epochs or spec.max_epochs
     if trained >= limit:

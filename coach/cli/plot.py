@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 
 import typer
@@ -23,10 +22,8 @@ def plot(job_id: str = typer.Argument(...),
     epochs = store.epochs(job.job_id)
     if not epochs:
         raise CoachError(f"{job.job_id} has no recorded epochs yet; nothing to plot")
-    extra = store.job_extra(job.job_id)["spec"]
-    training = [e.samples for e in epochs if e.phase == "training"]
-    per_epoch = statistics.median(training) if training else max(e.samples for e in epochs)
-    fit, speed = fit_history(epochs, int(extra.get("batch_size", 64)), per_epoch)
-    path = plot_job(output, epochs, job.target_loss, fit, speed, consecutive=int(extra.get("consecutive", 3)),
+    spec = store.spec(job.job_id)
+    fit, speed = fit_history(epochs, int(spec.get("batch_size", 64)), None)
+    path = plot_job(output, epochs, job.target_loss, fit, speed, consecutive=int(spec.get("consecutive", 3)),
                     title=f"{job.job_id} ({job.status})")
     print(path)

@@ -86,18 +86,25 @@ CIFAR_HELP = ("put the CIFAR-10 python batches (data_batch_1 … data_batch_5, t
               "cifar-10-python.tar.gz, extracted) in that folder")
 
 
+CIFAR_FILES = tuple(f"data_batch_{i}" for i in range(1, 6)) + ("test_batch",)
+
+
+def cifar_missing(root: Path) -> list[str]:
+    """The CIFAR-10 batch files that `root` lacks (all of them if it is not a folder)."""
+    return [n for n in CIFAR_FILES if not (root / n).is_file()]
+
+
 def _cifar10(options: dict[str, Any]) -> Dataset:
     """CIFAR-10 from the python-pickle batches the user already has (nothing is downloaded)."""
     folder = options.get("path")
     if not folder:
         raise SpecError("dataset", "path", f"cifar10 needs `path:` naming a local folder; {CIFAR_HELP}")
     root = Path(os.path.expanduser(str(folder)))
-    names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
-    missing = [n for n in names if not (root / n).is_file()]
+    missing = cifar_missing(root)
     if missing:
         raise SpecError("dataset", "path", f"{root}: missing {', '.join(missing)}; {CIFAR_HELP}")
     xs, ys = [], []
-    for n in names:
+    for n in CIFAR_FILES:
         with open(root / n, "rb") as f:
             batch = pickle.load(f, encoding="bytes")
         xs.append(np.asarray(batch[b"data"], dtype=np.float32).reshape(-1, 3, 32, 32) / 255.0)

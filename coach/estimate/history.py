@@ -17,9 +17,12 @@ LOOP_BOOTSTRAP = 30
 between two epochs; 30 give a usable 10–90% interval at a third of the default's cost."""
 
 
-def fit_history(epochs: Sequence[EpochRecord], global_batch: int, samples_per_epoch: float,
+def fit_history(epochs: Sequence[EpochRecord], global_batch: int, samples_per_epoch: float | None,
                 bootstrap: int = LOOP_BOOTSTRAP) -> tuple[ConvergenceFit | None, SpeedModel | None]:
-    """(convergence fit, speed model), each None while there is too little to fit."""
+    """(convergence fit, speed model), each None while there is too little to fit.
+
+    `samples_per_epoch` None: taken from the recorded training epochs (see progress_of).
+    """
     try:
         fit = fit_convergence(progress_of(epochs, samples_per_epoch), [e.val_loss for e in epochs],
                               bootstrap=bootstrap)

@@ -68,13 +68,14 @@ class JobLoop:
         data = load_dataset(self.spec.dataset["name"], {k: v for k, v in self.spec.dataset.items() if k != "name"})
         self.n_train = len(data.x_train)
         self._fit_cache: tuple | None = None
+        self._eta: tuple | None = None   # (records it was computed from, Eta | None)
 
     # -- helpers ---------------------------------------------------------------------------
     def _event(self, kind: str, message: str) -> None:
         self.store.add_event(self.run.job_id, kind, message)
 
     def _stop_requested(self) -> bool:
-        return self.store.job_extra(self.run.job_id)["stop_requested"]
+        return self.store.stop_requested(self.run.job_id)
 
     def _finish(self, status: str, message: str) -> str:
         self.store.update_job(self.run.job_id, status=status, message=message)
@@ -90,11 +91,10 @@ class JobLoop:
 
     def _execute(self, phase: str, epoch: int, w: int, s: int, limit: int | None,
                  history: list[EpochRecord]) -> EpochRecord:
-        extra = self.store.job_extra(self.run.job_id)
         samples = limit or self.n_train
         plan = EpochPlan(job_id=self.run.job_id, phase=phase, epoch=epoch, workers=w, servers=s,
                          seed=(TUNING_SEED if phase == "tuning" else TRAINING_SEED) + epoch, limit=limit,
-                         deadline_s=deadline_for(history, samples), checkpoint_in=extra["checkpoint"],
+                         deadline_s=deadline_for(history, samples), checkpoint_in=self.store.checkpoint(self.run.job_id),
                          checkpoint_out=str(self.run.work_dir / "checkpoints" / f"{phase}-{epoch:04d}"),
                          task=self._task())
         (self.run.work_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
@@ -147,6 +147,14 @@ class JobLoop:
         return n
 
     def _update_eta(self, history: list[EpochRecord], w: int, s: int):
+        """Predict (and record for `coach status`) what is left, once per recorded epoch."""
+        if self._eta is not None and self._eta[0] == len(history):
+            return self._eta[1]
+        e = self._predict(history, w, s)
+        self._eta = (len(history), e)
+        return e
+
+    def _predict(self, history: list[EpochRecord], w: int, s: int):
         fit, speed = self._fits(history)
         if fit is None:
             return None
@@ -164,7 +172,7 @@ class JobLoop:
     def _demand(self, history: list[EpochRecord]) -> JobDemand:
         spent = self.store.job(self.run.job_id).spent
         remaining_epochs = None
-        e = self._update_eta(history, 1, 1) if history else None
+        e = self._update_eta(history, history[-1].workers, history[-1].servers) if history else None
         if e is not None and e.epochs_left is not None:
             remaining_epochs = float(max(1, e.epochs_left))
         return JobDemand(

@@ -62,7 +62,9 @@ class Store:
         except sqlite3.DatabaseError as e:
             raise StateError(f"{self.path}: cannot open the state store: {e}") from None
         except OSError as e:
-            raise StateError(f"{self.path}: cannot create the state store: {e.strerror}") from None
+            hint = (f"; {self.path.parent} must be a folder (set COACH_HOME to one)"
+                    if self.path.parent.exists() and not self.path.parent.is_dir() else "")
+            raise StateError(f"{self.path}: cannot create the state store: {e.strerror}{hint}") from None
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -123,13 +125,20 @@ class Store:
             row = c.execute("SELECT * FROM jobs WHERE job_id = ?", (full,)).fetchone()
         return self._row_to_job(row)
 
-    def job_extra(self, job_id: str) -> dict[str, Any]:
-        """The fields the job loop needs to resume: the spec as submitted, the last checkpoint."""
+    def _column(self, job_id: str, column: str) -> Any:
         with self._connect() as c:
-            row = c.execute("SELECT spec_json, checkpoint, stop_requested FROM jobs WHERE job_id = ?",
-                            (self.resolve(job_id),)).fetchone()
-        return {"spec": json.loads(row["spec_json"]), "checkpoint": row["checkpoint"],
-                "stop_requested": bool(row["stop_requested"])}
+            return c.execute(f"SELECT {column} FROM jobs WHERE job_id = ?", (self.resolve(job_id),)).fetchone()[0]
+
+    def spec(self, job_id: str) -> dict[str, Any]:
+        """The job's spec as submitted (or as last resumed), for `coach resume` and `coach plot`."""
+        return json.loads(self._column(job_id, "spec_json"))
+
+    def checkpoint(self, job_id: str) -> str | None:
+        """Where the job's last completed epoch left its model, None before the first one."""
+        return self._column(job_id, "checkpoint")
+
+    def stop_requested(self, job_id: str) -> bool:
+        return bool(self._column(job_id, "stop_requested"))
 
     def jobs(self) -> list[JobRecord]:
         with self._connect() as c:

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -16,18 +17,23 @@ from tests.conftest import COACH, FAST_JOB, ROOT, run_coach, write_job
 pytestmark = pytest.mark.slow
 
 
-def test_stop_then_resume_continues_from_the_checkpoint(tmp_path: Path, coach_home: Path) -> None:
-    job = write_job(tmp_path / "sr.yaml", name="sr", **dict(FAST_JOB, allocation="static", workers=1, servers=1,
-                                                              target_loss=0.1))
+def _submit_until(job: Path, reached: Callable[[dict], bool]) -> tuple[subprocess.Popen, str]:
+    """Start `coach submit JOB --json` and return once `coach status` shows `reached` true."""
     proc = subprocess.Popen([*COACH, "submit", str(job), "--json"], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300
     while time.time() < deadline:
         jobs = json.loads(run_coach("status", "--json", check=True).stdout)
-        if jobs and jobs[0]["epoch"] >= 1 and jobs[0]["val_loss"] is not None:
+        if jobs and reached(jobs[0]):
             break
         time.sleep(0.3)
-    job_id = jobs[0]["job_id"]
+    return proc, jobs[0]["job_id"]
+
+
+def test_stop_then_resume_continues_from_the_checkpoint(tmp_path: Path, coach_home: Path) -> None:
+    job = write_job(tmp_path / "sr.yaml", name="sr", **dict(FAST_JOB, allocation="static", workers=1, servers=1,
+                                                              target_loss=0.1))
+    proc, job_id = _submit_until(job, lambda j: j["epoch"] >= 1 and j["val_loss"] is not None)
     stop = run_coach("stop", job_id[:6])          # a prefix is enough
     assert stop.returncode == 0, stop.stderr
     out, err = proc.communicate(timeout=300)
@@ -62,14 +68,7 @@ def test_interrupting_submit_stops_the_job_and_leaves_no_process(tmp_path: Path,
 
     job = write_job(tmp_path / "int.yaml", name="int", **dict(FAST_JOB, allocation="static", workers=2, servers=1,
                                                                 target_loss=0.01))
-    proc = subprocess.Popen([*COACH, "submit", str(job), "--json"], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        jobs = json.loads(run_coach("status", "--json", check=True).stdout)
-        if jobs and jobs[0]["epoch"] >= 2:
-            break
-        time.sleep(0.3)
+    proc, _ = _submit_until(job, lambda j: j["epoch"] >= 2)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 1, err

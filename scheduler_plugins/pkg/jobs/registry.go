@@ -151,20 +151,26 @@ func (r *Registry) Observe(pod *v1.Pod) {
 
 // Forget drops a pod that is gone, and its job once no pod is left.
 func (r *Registry) Forget(pod *v1.Pod) {
+	r.withJob(pod, func(key Key, j *jobRecord) {
+		delete(j.pods, pod.UID)
+		delete(j.permitted, pod.UID)
+		if len(j.pods) == 0 {
+			delete(r.jobs, key)
+		}
+	})
+}
+
+// withJob runs fn under the write lock with the tracked job of a Coach pod;
+// it does nothing for other pods or a job that is no longer tracked.
+func (r *Registry) withJob(pod *v1.Pod, fn func(Key, *jobRecord)) {
 	m, ok := MemberOf(pod)
 	if !ok {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	j := r.jobs[m.Job]
-	if j == nil {
-		return
-	}
-	delete(j.pods, pod.UID)
-	delete(j.permitted, pod.UID)
-	if len(j.pods) == 0 {
-		delete(r.jobs, m.Job)
+	if j := r.jobs[m.Job]; j != nil {
+		fn(m.Job, j)
 	}
 }
 
@@ -303,30 +309,16 @@ func (r *Registry) Jobs() int {
 // MarkPermitted records that a pod passed the Permit barrier and is being
 // bound, so later pods of the job count it as placed.
 func (r *Registry) MarkPermitted(pod *v1.Pod) {
-	m, ok := MemberOf(pod)
-	if !ok {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if j := r.jobs[m.Job]; j != nil {
+	r.withJob(pod, func(_ Key, j *jobRecord) {
 		if rec := j.pods[pod.UID]; rec != nil && rec.nodeName == "" {
 			j.permitted[pod.UID] = struct{}{}
 		}
-	}
+	})
 }
 
 // Unpermit undoes MarkPermitted, when binding fails or a pod is rejected.
 func (r *Registry) Unpermit(pod *v1.Pod) {
-	m, ok := MemberOf(pod)
-	if !ok {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if j := r.jobs[m.Job]; j != nil {
-		delete(j.permitted, pod.UID)
-	}
+	r.withJob(pod, func(_ Key, j *jobRecord) { delete(j.permitted, pod.UID) })
 }
 
 // EventHandler feeds the registry from a pod informer.
