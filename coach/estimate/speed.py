@@ -66,7 +66,7 @@ class SpeedModel:
     n_configs: int             # distinct configurations behind the fit
     batch_per_worker: float | None = None   # ...or M = batch_per_worker·w, when every sample had one M/w
     candidates: dict[str, float] = field(default_factory=dict)   # held-out MAPE of every form tried
-    points: tuple[tuple[int, int, float, float], ...] = ()       # (w, s, M, samples/s) means
+    points: tuple[tuple[int, int, float, float], ...] = ()       # (w, s, M, samples/s) medians
 
     def predict(self, workers: int, servers: int, global_batch: float | None = None) -> float:
         """Predicted samples/s with `workers` workers and `servers` servers."""
@@ -97,8 +97,9 @@ class SpeedModel:
 def fit_speed(samples: Sequence[SpeedSample]) -> SpeedModel:
     """Fit both forms to the measured samples and keep the better one on held-out configurations.
 
-    Repeated measurements of one configuration are averaged first, so a configuration
-    run for many epochs does not outvote the others. If every sample has the same batch
+    Repeated measurements of one configuration are reduced to their median first, so a
+    configuration run for many epochs does not outvote the others, and one epoch slowed by
+    a burst of load on a shared machine does not move it. If every sample has the same batch
     per worker (M/w), predictions scale M with w; otherwise M is the latest sample's. Raises EstimateError when there is
     no usable sample (empty, or a non-positive/non-finite throughput or configuration).
     """
@@ -138,7 +139,7 @@ def _aggregate(samples: Sequence[SpeedSample]) -> list[Point]:
             raise EstimateError(f"throughput must be a positive number, got {smp.samples_per_s!r}")
         groups.setdefault((int(smp.workers), int(smp.servers), float(smp.global_batch)), []).append(
             float(smp.samples_per_s))
-    return [(w, s, m, float(np.mean(v))) for (w, s, m), v in sorted(groups.items())]
+    return [(w, s, m, float(np.median(v))) for (w, s, m), v in sorted(groups.items())]
 
 
 def _optimus(t: np.ndarray, w: float, s: float, m: float) -> float:

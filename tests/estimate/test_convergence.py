@@ -34,8 +34,9 @@ def test_recovers_known_parameters_from_exact_curve(b, n):
 def test_epochs_to_target_matches_closed_form(b, n):
     k = np.arange(1, n + 1)
     fit = fit_convergence(k, curve(k, *b))
-    target = curve(n * 0.8, *b)               # crossed at k = 0.8 n exactly
-    expected = int(np.ceil(0.8 * n - 1e-9))
+    # crossed half-way through epoch 0.8 n (exactly on an epoch, a noisy loss is 50/50 either side)
+    target = curve(n * 0.8 - 0.5, *b)
+    expected = int(n * 0.8)
     pred = fit.epochs_to_target(target)
     assert pred.reachable and pred.epoch == pytest.approx(expected, abs=1)
     assert pred.lo <= pred.epoch <= pred.hi

@@ -14,8 +14,9 @@ def fit_exact(n=20, b=(0.5, 1.0, 0.1)):
 
 
 def test_eta_counts_epochs_left_after_those_done():
-    e = eta(fit_exact(), target=0.2, consecutive=3, epochs_done=10, epoch_seconds=30.0)
-    # crossing at k = 18, stop rule met at 20 → 10 epochs left
+    e = eta(fit_exact(), target=1.0 / (0.5 * 17.5 + 1.0) + 0.1, consecutive=3, epochs_done=10,
+            epoch_seconds=30.0)
+    # crossing at k = 17.5: epoch 18 is the first below, stop rule met at 20 → 10 epochs left
     assert e.reachable and e.epochs_left == 10
     assert e.seconds == pytest.approx(300.0)
     assert e.seconds_lo <= e.seconds <= e.seconds_hi
