@@ -45,6 +45,9 @@ def main() -> None:
         results = {}
         for label, job in order:
             results[label] = run(job)
+        failed = [label for label, x in results.items() if x["status"] != "succeeded"]
+        if failed:
+            raise SystemExit(f"round {r + 1}: {', '.join(failed)} did not succeed ({results}); no ratio")
         ratio = results["dynamic"]["wall_s"] / results["static"]["wall_s"]
         ratios.append(ratio)
         for label in ("dynamic", "static"):

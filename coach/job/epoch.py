@@ -48,14 +48,10 @@ class EpochOutcome:
     val_loss: float
     samples: int
     wall_s: float                  # from the first invocation to the last answer
-    train_s: float                 # the slowest worker's training loop alone
+    samples_per_s: float           # steady training rate of the group (past each worker's warm-up steps)
     function_s: dict[str, float]   # per role, summed over replicas and attempts (for cost)
     retries: int
     checkpoint: str
-
-    @property
-    def samples_per_s(self) -> float:
-        return self.samples / self.train_s if self.train_s > 0 else 0.0
 
 
 class EpochRunner:
@@ -139,16 +135,24 @@ class EpochRunner:
             return None, first_error
         workers = [inv.body for role, inv in answers if role == "worker"]
         chief = [w for w in workers if w.get("rank") == 0]
-        if len(chief) != 1 or chief[0].get("val_loss") is None or not chief[0].get("checkpoint"):
-            return None, "no worker answered as rank 0 with a checkpoint and a validation loss"
+        if len(chief) != 1 or not chief[0].get("checkpoint"):
+            return None, "no worker answered as rank 0 with a checkpoint"
+        if any(w.get("val_count") is None for w in workers):
+            return None, "a worker answered without its share of the validation loss"
         samples = sum(int(w["samples"]) for w in workers)
         train_loss = sum(float(w["train_loss"]) * int(w["samples"]) for w in workers) / max(1, samples)
-        val_loss = float(chief[0]["val_loss"])
+        val_loss = sum(float(w["val_sum"]) for w in workers) / max(1, sum(int(w["val_count"]) for w in workers))
         if not (math.isfinite(train_loss) and math.isfinite(val_loss)):
             diverged = EpochFailed(f"{plan.phase} epoch {plan.epoch} diverged: training loss {train_loss}, "
                                    f"validation loss {val_loss}; lower the learning rate")
             raise diverged   # retrying the same computation would diverge again
         return EpochOutcome(train_loss=train_loss, val_loss=val_loss, samples=samples,
-                            wall_s=wall, train_s=max(float(w["duration_s"]) for w in workers),
+                            wall_s=wall, samples_per_s=_steady_rate(workers),
                             function_s=dict(function_s), retries=attempt,
                             checkpoint=str(chief[0]["checkpoint"])), ""
+
+
+def _steady_rate(workers: list[dict[str, Any]]) -> float:
+    """Samples per second of the whole group: synchronous workers move at the slowest one's pace."""
+    slowest = max(float(w["steady_s"]) for w in workers)
+    return sum(int(w["steady_samples"]) for w in workers) / slowest if slowest > 0 else 0.0

@@ -34,6 +34,7 @@ from coach.state.store import Store
 
 
 TUNING_CONFIGS = ((1, 1), (2, 1), (2, 2), (1, 2))   # each step adds at most one function
+TUNING_NOISE = 0.05          # a configuration must be this much faster to count as faster
 TUNING_WAIT_S = 5.0          # a tuning config that does not fit soon is skipped, not waited for
 FIRST_DEADLINE_S = 900.0     # before anything is measured (a cold fork-server imports MXNet)
 TUNING_SEED, TRAINING_SEED = 100_000, 0
@@ -57,6 +58,22 @@ def deadline_for(history: list[EpochRecord], samples: int) -> float:
     if not rates:
         return FIRST_DEADLINE_S
     return max(60.0, 4.0 * rates[len(rates) // 2] * samples + 30.0)
+
+
+def _known_not_to_help(history: list[EpochRecord], w: int, s: int) -> str | None:
+    """Why tuning (w, s) would teach nothing, or None.
+
+    A server's share of the push/pull traffic grows with the workers (Optimus' t2·w/s), so
+    if going from s − 1 to s servers did not speed up more workers, it will not speed up w:
+    the mini-epoch would only add its start-up overhead (about one second on 2 cores).
+    """
+    rate = {(r.workers, r.servers): r.samples_per_s for r in history if r.phase == "tuning"}
+    for (w2, s2), with_s in rate.items():
+        fewer = rate.get((w2, s - 1))
+        if w2 > w and s2 == s and fewer and with_s <= fewer * (1 + TUNING_NOISE):
+            return (f"a server more did not speed up {w2} workers ({fewer:.0f} → {with_s:.0f} samples/s), "
+                    f"so it will not speed up {w}")
+    return None
 
 
 class JobLoop:
@@ -225,6 +242,9 @@ class JobLoop:
                     return self._finish("stopped", "stopped by request during tuning")
                 if self._budget_left() <= 0:
                     break
+                if (why := _known_not_to_help(history, w, s)) is not None:
+                    self._event("tuning_skipped", f"({w}, {s}): {why}")
+                    continue
                 demand = JobDemand(job_id=self.run.job_id, speed=None, remaining_epochs=None,
                                    samples_per_epoch=float(self.n_train), static=(w, s),
                                    resources=spec.resources, prices=spec.prices)

@@ -44,7 +44,7 @@ class EpochTask:
     hyper: dict[str, Any] = field(default_factory=dict)     # batch_size (global), optimizer, learning_rate, ...
     checkpoint_in: str | None = None    # load parameters and optimizer state from here
     checkpoint_out: str = ""            # rank 0 writes the epoch's result here (atomically)
-    validate: bool = True               # rank 0 evaluates the held-out split after the epoch
+    validate: bool = True               # each worker evaluates its slice of the held-out split after the epoch
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

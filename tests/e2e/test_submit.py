@@ -47,7 +47,10 @@ def test_submit_trains_to_target_and_status_reads_while_running(tmp_path: Path, 
     records = _history(job_rec["job_id"])
     _assert_reached_target(records, FAST_JOB["target_loss"])
     tuning = [r for r in records if r["phase"] == "tuning"]
-    assert {(r["workers"], r["servers"]) for r in tuning} == {(1, 1), (2, 1), (2, 2), (1, 2)}
+    rate = {(r["workers"], r["servers"]): r["samples_per_s"] for r in tuning}
+    # (1, 2) is tried only when a second server sped up two workers
+    servers_helped = rate[(2, 2)] > rate[(2, 1)] * 1.05
+    assert set(rate) == {(1, 1), (2, 1), (2, 2)} | ({(1, 2)} if servers_helped else set())
     assert len({r["samples"] for r in tuning}) == 1, "tuning mini-epochs process equal data"
     assert job_rec["spent"] == pytest.approx(sum(r["cost"] for r in records))
     assert all(r["cost"] > 0 for r in records)
