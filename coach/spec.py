@@ -57,19 +57,20 @@ class JobSpec:
     tuning_samples: int                    # samples per tuning mini-epoch (equal for every (w, s))
     max_retries: int                       # retries of one epoch before the job fails
     prices: Prices = field(default_factory=Prices)
+    seed: int = 0                          # initial weights and data order; same seed, same run
 
     @property
     def hyper(self) -> dict[str, Any]:
         return {"batch_size": self.batch_size, "optimizer": self.optimizer,
                 "learning_rate": self.learning_rate, "momentum": self.momentum,
-                "weight_decay": self.weight_decay}
+                "weight_decay": self.weight_decay, "init_seed": (42 + self.seed) % 2**31}
 
 
 FIELDS = {
     "name", "model", "dataset", "target_loss", "budget", "batch_size", "optimizer",
     "learning_rate", "momentum", "weight_decay", "allocation", "workers", "servers", "max_workers",
     "max_servers", "resources", "scheduler", "consecutive", "max_epochs", "tuning_samples",
-    "max_retries", "prices",
+    "max_retries", "prices", "seed",
 }
 
 
@@ -245,6 +246,7 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
         max_epochs=r.number("max_epochs", 50, integer=True, ge=1),
         tuning_samples=r.number("tuning_samples", 1024, integer=True, ge=1),
         max_retries=r.number("max_retries", 3, integer=True, ge=0),
+        seed=r.number("seed", 0, integer=True, ge=0),
         prices=Prices(r.number("cpu_core_second", DEFAULT_CPU_CORE_SECOND_PRICE, ge=0, data=prices, prefix="prices."),
                       r.number("gib_second", DEFAULT_GIB_SECOND_PRICE, ge=0, data=prices, prefix="prices.")),
     )

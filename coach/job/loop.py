@@ -38,6 +38,7 @@ TUNING_NOISE = 0.05          # a configuration must be this much faster to count
 TUNING_WAIT_S = 5.0          # a tuning config that does not fit soon is skipped, not waited for
 FIRST_DEADLINE_S = 900.0     # before anything is measured (a cold fork-server imports MXNet)
 TUNING_SEED, TRAINING_SEED = 100_000, 0
+SEED_STRIDE = 1_000_000      # the job's `seed` moves every epoch's data order by this much
 
 
 @dataclass
@@ -110,7 +111,8 @@ class JobLoop:
                  history: list[EpochRecord]) -> EpochRecord:
         samples = limit or self.n_train
         plan = EpochPlan(job_id=self.run.job_id, phase=phase, epoch=epoch, workers=w, servers=s,
-                         seed=(TUNING_SEED if phase == "tuning" else TRAINING_SEED) + epoch, limit=limit,
+                         seed=((TUNING_SEED if phase == "tuning" else TRAINING_SEED) + epoch
+                               + SEED_STRIDE * self.spec.seed) % 2**32, limit=limit,
                          deadline_s=deadline_for(history, samples), checkpoint_in=self.store.checkpoint(self.run.job_id),
                          checkpoint_out=str(self.run.work_dir / "checkpoints" / f"{phase}-{epoch:04d}"),
                          task=self._task())

@@ -54,6 +54,8 @@ BROKEN = [
     ("not-a-number", dict(GOOD, budget=float("nan")), "budget", "finite"),
     ("huge-integer", dict(GOOD, max_epochs=10**400), "max_epochs", "at most"),
     ("bad-prices", dict(GOOD, prices={"per_hour": 1}), "prices", "cpu_core_second"),
+    ("negative-seed", dict(GOOD, seed=-1), "seed", ">= 0"),
+    ("fractional-seed", dict(GOOD, seed=1.5), "seed", "whole number"),
 ]
 
 
