@@ -108,7 +108,7 @@ class ConvergenceFit:
     n_points: int              # points used in the fit
     last_progress: float       # largest progress seen (epochs)
     residual_scale: float      # robust (MAD) scale of the residuals, loss units
-    noise: float = 0.0         # epoch-to-epoch noise of the loss: residual_scale corrected for the 3 fitted b
+    noise: float               # epoch-to-epoch noise of the loss: residual_scale corrected for the 3 fitted b
     replicas: tuple[tuple[float, float, float], ...] = ()   # bootstrap (b0, b1, b2)
 
     def predict(self, k: float | np.ndarray) -> float | np.ndarray:
@@ -120,8 +120,8 @@ class ConvergenceFit:
         """The default horizon in epochs: max(MIN_HORIZON, HORIZON_FACTOR × epochs seen)."""
         return max(MIN_HORIZON, HORIZON_FACTOR * self.last_progress)
 
-    def epochs_to_target(self, target: float, consecutive: int = 1,
-                         horizon: float | None = None) -> EpochsPrediction:
+    def epochs_to_target(self, target: float, consecutive: int = 1, horizon: float | None = None,
+                         start: int = 0, streak: int = 0) -> EpochsPrediction:
         """Epoch at which the predicted loss first meets `target` for `consecutive` epochs.
 
         Unreachable when the target is at or below the asymptote b2 (the model says the
@@ -135,10 +135,10 @@ class ConvergenceFit:
             raise EstimateError(f"consecutive must be at least 1, got {consecutive}")
         limit = self.horizon() if horizon is None else float(horizon)
         raw = _crossing(self.b0, self.b1, self.b2, target, consecutive)
-        sigma = self.noise or self.residual_scale
-        point = _passage(np.array([(self.b0, self.b1, self.b2)]), sigma, target, consecutive, limit)[0]
+        chain = (self.noise, target, consecutive, limit, start, streak)
+        point = _passage(np.array([(self.b0, self.b1, self.b2)]), *chain)[0]
         point = int(point) if math.isfinite(point) else None
-        passages = _passage(np.array(self.replicas).reshape(-1, 3), sigma, target, consecutive, limit)
+        passages = _passage(np.array(self.replicas).reshape(-1, 3), *chain)
         lo = hi = None
         if passages.size:
             # "lower" picks an actual replica, so +inf never gets interpolated into NaN
@@ -152,6 +152,10 @@ class ConvergenceFit:
         if target <= self.b2:
             note = (f"target {target:g} is at or below the fitted asymptote {self.b2:.4g}: "
                     "the loss is not expected to get there")
+        elif point is None and raw is not None and raw <= limit:
+            note = (f"the fitted curve crosses {target:g} at epoch {raw - consecutive + 1}, but with the "
+                    f"observed noise {consecutive} epochs in a row under it are not expected within "
+                    f"the horizon of {limit:g}")
         elif point is None:
             note = (f"the fitted curve falls too slowly: it would reach {target:g} only after "
                     f"{'more than ' if raw is None or raw >= MAX_EPOCH else ''}"
@@ -194,7 +198,7 @@ def fit_convergence(progress: Sequence[float], losses: Sequence[float],
             replicas.append((float(b_star[0]), float(b_star[1]), float(b_star[2])))
     # residuals of a 3-coefficient fit to n points understate the noise by √((n − 3)/n)
     n_tail = int(tail.sum())
-    noise = scale * math.sqrt(n_tail / max(n_tail - 3, 1))
+    noise = scale * (math.sqrt(n_tail / (n_tail - 3)) if n_tail > 3 else 1.0)
     return ConvergenceFit(b0=float(b[0]), b1=float(b[1]), b2=float(b[2]), n_points=int(k.size),
                           last_progress=float(k.max()), residual_scale=float(scale), noise=float(noise),
                           replicas=tuple(replicas))
@@ -298,27 +302,31 @@ def _best(results) -> np.ndarray:
     return best
 
 
-def _passage(params: np.ndarray, sigma: float, target: float, consecutive: int, limit: float) -> np.ndarray:
+def _passage(params: np.ndarray, sigma: float, target: float, consecutive: int, limit: float,
+             start: int = 0, streak: int = 0) -> np.ndarray:
     """Median epoch at which the stop rule is first met, for each fitted curve (b0, b1, b2).
 
     The validation loss of epoch j is taken as l(j) + ε, ε ~ N(0, σ²) independent (σ: the
     fit's `noise`), so epoch j is at or below the target with probability
     p_j = Φ((target − l(j)) / σ), and "`consecutive` in a row" is a run-length Markov
-    chain over the epochs. Why not the plain crossing of the curve: near the loss floor the
-    curve crosses the target long before three noisy epochs in a row get under it (on
-    bench/curves the crossing came early in most cases). +inf when the target is at or
-    below the asymptote or the median passage lies beyond `limit`.
+    chain over the epochs after `start` (epochs already run), beginning with the run of
+    `streak` epochs already under the target. Why not the plain crossing of the curve:
+    near the loss floor the curve crosses the target long before three noisy epochs in a
+    row get under it (on bench/curves the crossing came early in most cases). +inf when the
+    target is at or below the asymptote or the median passage lies beyond `limit`.
     """
     n = len(params)
+    if streak >= consecutive:   # met already
+        return np.full(n, float(start))
     result = np.full(n, math.inf)
     if n == 0:
         return result
     b0, b1, b2 = params[:, 0], params[:, 1], params[:, 2]
     live = b2 < target
     run = np.zeros((n, consecutive))     # probability of each current run length (0..c−1)
-    run[:, 0] = 1.0
+    run[:, min(max(streak, 0), consecutive - 1)] = 1.0
     done = np.zeros(n)                   # probability that the rule has been met
-    for j in range(1, int(min(limit, MAX_EPOCH)) + 1):
+    for j in range(max(start, 0) + 1, int(min(limit, MAX_EPOCH)) + 1):
         if not np.any(live & ~np.isfinite(result)):
             break
         with np.errstate(divide="ignore"):

@@ -9,6 +9,7 @@ taken as known (its error is small next to that of the epoch count).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from coach.estimate.convergence import ConvergenceFit
@@ -36,7 +37,8 @@ def eta(fit: ConvergenceFit, target: float, consecutive: int, epochs_done: float
     the fitted curve is already below it, at least `consecutive − streak` epochs remain.
     `horizon` (e.g. the job's max_epochs) bounds what counts as reachable.
     """
-    pred = fit.epochs_to_target(target, consecutive, horizon=horizon)
+    pred = fit.epochs_to_target(target, consecutive, horizon=horizon, start=math.floor(epochs_done + 1e-9),
+                                streak=streak)
     floor = max(consecutive - streak, 0)
 
     def left(epoch: int | None) -> int | None:

@@ -137,8 +137,8 @@ class EpochRunner:
         chief = [w for w in workers if w.get("rank") == 0]
         if len(chief) != 1 or not chief[0].get("checkpoint"):
             return None, "no worker answered as rank 0 with a checkpoint"
-        if any(w.get("val_count") is None for w in workers):
-            return None, "a worker answered without its share of the validation loss"
+        if any(w.get("val_count") is None for w in workers) or not sum(int(w["val_count"]) for w in workers):
+            return None, "a worker answered without its share of the validation loss (or the split is empty)"
         samples = sum(int(w["samples"]) for w in workers)
         train_loss = sum(float(w["train_loss"]) * int(w["samples"]) for w in workers) / max(1, samples)
         val_loss = sum(float(w["val_sum"]) for w in workers) / max(1, sum(int(w["val_count"]) for w in workers))

@@ -71,7 +71,7 @@ def _known_not_to_help(history: list[EpochRecord], w: int, s: int) -> str | None
     rate = {(r.workers, r.servers): r.samples_per_s for r in history if r.phase == "tuning"}
     for (w2, s2), with_s in rate.items():
         fewer = rate.get((w2, s - 1))
-        if w2 > w and s2 == s and fewer and with_s <= fewer * (1 + TUNING_NOISE):
+        if w2 > w and s2 == s and fewer and 0 < with_s <= fewer * (1 + TUNING_NOISE):
             return (f"a server more did not speed up {w2} workers ({fewer:.0f} → {with_s:.0f} samples/s), "
                     f"so it will not speed up {w}")
     return None
