@@ -137,11 +137,12 @@ class EpochRunner:
         chief = [w for w in workers if w.get("rank") == 0]
         if len(chief) != 1 or not chief[0].get("checkpoint"):
             return None, "no worker answered as rank 0 with a checkpoint"
-        if any(w.get("val_count") is None for w in workers) or not sum(int(w["val_count"]) for w in workers):
+        val_count = sum(int(w.get("val_count") or 0) for w in workers)
+        if any(w.get("val_count") is None for w in workers) or not val_count:
             return None, "a worker answered without its share of the validation loss (or the split is empty)"
         samples = sum(int(w["samples"]) for w in workers)
         train_loss = sum(float(w["train_loss"]) * int(w["samples"]) for w in workers) / max(1, samples)
-        val_loss = sum(float(w["val_sum"]) for w in workers) / max(1, sum(int(w["val_count"]) for w in workers))
+        val_loss = sum(float(w["val_sum"]) for w in workers) / val_count
         if not (math.isfinite(train_loss) and math.isfinite(val_loss)):
             diverged = EpochFailed(f"{plan.phase} epoch {plan.epoch} diverged: training loss {train_loss}, "
                                    f"validation loss {val_loss}; lower the learning rate")

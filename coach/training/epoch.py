@@ -104,11 +104,11 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     steps = math.ceil(len(idx) / batch)
     startup_s = time.monotonic() - t0
-    t1 = time.monotonic()
-    t_steady = t1
+    warm = WARM_STEPS if steps > 2 * WARM_STEPS else 0
+    t1 = t_steady = time.monotonic()
     loss_sum = mx.nd.zeros((1,), ctx=ctx)
     for i in range(steps):
-        if i == WARM_STEPS and steps > 2 * WARM_STEPS:
+        if i == warm and warm:
             mx.nd.waitall()
             t_steady = time.monotonic()
         sel = idx[i * batch:(i + 1) * batch]
@@ -122,7 +122,7 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
     train_loss = float(loss_sum.asscalar()) / max(1, len(idx))
     t2 = time.monotonic()
     duration = t2 - t1
-    steady_samples = len(idx) - (min(WARM_STEPS * batch, len(idx)) if t_steady > t1 else 0)
+    steady_samples = len(idx) - min(warm * batch, len(idx))
 
     result: dict[str, Any] = {
         "role": "worker", "rank": kv.rank, "shard": task.shard, "train_loss": train_loss,
