@@ -91,8 +91,9 @@ def estimate(
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Predict the epoch at which a loss curve first reaches TARGET, with an interval."""
-    if not math.isfinite(target):
-        raise SpecError("--target", "", f"must be a finite number, got {target}")
+    if not (math.isfinite(target) and target > 0):
+        # as a job file's target_loss: losses are ≥ 0, so a target ≤ 0 can never be met
+        raise SpecError("--target", "", f"must be a finite number > 0 (losses are ≥ 0), got {target:g}")
     data = read_curve(curve)
     try:
         pred = predict_curve(data, target, consecutive)

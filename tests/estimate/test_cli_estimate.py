@@ -114,3 +114,11 @@ def test_bad_csv_raises_spec_error_naming_line_and_field(tmp_path, content, mess
 def test_missing_file_is_a_spec_error(tmp_path):
     with pytest.raises(SpecError, match="cannot read"):
         CliRunner().invoke(app, ["estimate", str(tmp_path / "nope.csv"), "--target", "0.2"], catch_exceptions=False)
+
+
+@pytest.mark.parametrize("target", ["0", "-1", "nan", "inf"])
+def test_target_must_be_a_positive_finite_number(tmp_path, target):
+    path = write_curve(tmp_path, np.arange(1, 11, dtype=float), 1 / (0.5 * np.arange(1, 11) + 1) + 0.1)
+    with pytest.raises(SpecError, match="--target: must be a finite number > 0") as err:
+        CliRunner().invoke(app, ["estimate", str(path), "--target", target], catch_exceptions=False)
+    assert err.value.exit_code == 2
