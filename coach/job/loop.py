@@ -239,7 +239,7 @@ class JobLoop:
             for role, n in (("scheduler", 1), ("worker", max(w for w, _ in configs)),
                             ("server", max(s for _, s in configs))):
                 self.run.backend.deploy(self.run.job_id, role, n)
-            for i, (w, s) in enumerate(configs, 1):
+            for i, (w, s) in enumerate(configs):
                 if self._stop_requested():
                     return self._finish("stopped", "stopped by request during tuning")
                 if self._budget_left() <= 0:
@@ -250,7 +250,7 @@ class JobLoop:
                 demand = JobDemand(job_id=self.run.job_id, speed=None, remaining_epochs=None,
                                    samples_per_epoch=float(self.n_train), static=(w, s),
                                    resources=spec.resources, prices=spec.prices)
-                alloc = coord.acquire(demand, self._waiting, timeout_s=None if i == 1 else TUNING_WAIT_S,
+                alloc = coord.acquire(demand, self._waiting, timeout_s=None if i == 0 else TUNING_WAIT_S,
                                       should_stop=self._stop_requested)
                 if alloc is None and self._stop_requested():
                     return self._finish("stopped", "stopped by request during tuning")
@@ -258,7 +258,8 @@ class JobLoop:
                     self._event("tuning_skipped", f"({w}, {s}) did not fit the free capacity in time")
                     continue
                 try:
-                    history.append(self._execute("tuning", i, w, s, spec.tuning_samples, history))
+                    # numbered as run (a skipped configuration leaves no gap in `coach history`)
+                    history.append(self._execute("tuning", len(history) + 1, w, s, spec.tuning_samples, history))
                 finally:
                     coord.release(self.run.job_id)
         epoch = len([r for r in history if r.phase == "training"])
