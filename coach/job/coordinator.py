@@ -1,14 +1,20 @@
-"""The capacity that the jobs of one run share, handed out through the planner.
+"""The capacity that jobs share, handed out through the planner.
 
-Each job asks before every epoch. The planner is run over every job's latest demand on the
-whole capacity (so jobs share it by marginal utility), and the asking job gets the smaller of
-its share and what it can use of the capacity that is free right now. A job whose minimum
-does not fit waits here until another job releases its functions.
+Each job asks before every epoch. The planner is run over every job of this run's latest
+demand on the whole capacity (so they share it by marginal utility), and the asking job gets
+the smaller of its share and what it can use of the capacity that is free right now. A job
+whose minimum does not fit waits here until another job releases its functions.
+
+With a state store, every grant is also a lease in it: jobs of other `coach submit`
+processes on the same machine (same COACH_HOME) count as holding their cores, first come,
+first served, so two submits in two terminals do not oversubscribe the machine. Marginal
+utility is shared only among the jobs of one run (their speed models live in its memory).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -17,6 +23,8 @@ from typing import Callable
 from coach.backends.base import Capacity
 from coach.plan import Allocation, JobDemand, RunningJob, expected_wait, plan
 from coach.plan.planner import min_resources
+from coach.state.records import Lease
+from coach.state.store import Store
 
 RECHECK_S = 1.0
 
@@ -30,8 +38,9 @@ class _Held:
 
 
 class Coordinator:
-    def __init__(self, capacity: Capacity) -> None:
+    def __init__(self, capacity: Capacity, store: Store | None = None) -> None:
         self.capacity = capacity
+        self._store = store             # None: this run's jobs are alone on the capacity
         self._cond = threading.Condition()
         self._demands: dict[str, JobDemand] = {}
         self._held: dict[str, _Held] = {}
@@ -60,8 +69,12 @@ class Coordinator:
                     counts = (("scheduler", 1), ("server", s), ("worker", w))
                     cpu = sum(n * demand.resources[r].cpu for r, n in counts)
                     mem = sum(n * demand.resources[r].memory_gib for r, n in counts)
-                    self._held[demand.job_id] = _Held(cpu, mem, time.monotonic(), None)
-                    break
+                    # another process may have taken the cores since _others() was read
+                    if self._store is None or self._store.take_lease(
+                            Lease(demand.job_id, os.getpid(), cpu, mem, time.time()),
+                            self.capacity.cpu, self.capacity.memory_gib):
+                        self._held[demand.job_id] = _Held(cpu, mem, time.monotonic(), None)
+                        break
                 why = self._why_waiting(demand)
             if (timeout_s is not None and time.monotonic() - start >= timeout_s) or should_stop():
                 return None
@@ -72,10 +85,28 @@ class Coordinator:
         with self._cond:
             if demand.job_id in self._held:
                 self._held[demand.job_id].epoch_s = predicted
+        if self._store is not None:
+            self._store.set_lease_epoch_s(demand.job_id, predicted)
         return grant
 
+    def _others(self) -> list[RunningJob]:
+        """Capacity held by jobs of other `coach submit` processes, with when it frees up."""
+        if self._store is None:
+            return []
+        now = time.time()
+        return [RunningJob(math.inf if l.epoch_s is None else max(0.0, l.since + l.epoch_s - now),
+                           l.cpu, l.memory_gib)
+                for l in self._store.leases() if l.pid != os.getpid()]
+
+    def _running(self, job_id: str) -> list[RunningJob]:
+        """Everything holding capacity except `job_id`: this run's other jobs and other processes'."""
+        now = time.monotonic()
+        ours = [RunningJob(math.inf if h.epoch_s is None else max(0.0, h.since + h.epoch_s - now),
+                           h.cpu, h.memory_gib) for j, h in self._held.items() if j != job_id]
+        return ours + self._others()
+
     def _free(self, job_id: str) -> tuple[float, float]:
-        held = [h for j, h in self._held.items() if j != job_id]
+        held = self._running(job_id)
         return (self.capacity.cpu - sum(h.cpu for h in held),
                 self.capacity.memory_gib - sum(h.memory_gib for h in held))
 
@@ -95,11 +126,10 @@ class Coordinator:
                        reason=f"{share.reason}; limited to ({w}, {s}) by the capacity free now")
 
     def _why_waiting(self, demand: JobDemand) -> str:
-        free_cpu, free_mem = self._free(demand.job_id)
+        running = self._running(demand.job_id)
+        free_cpu = self.capacity.cpu - sum(h.cpu for h in running)
+        free_mem = self.capacity.memory_gib - sum(h.memory_gib for h in running)
         cpu, mem = min_resources(demand)
-        now = time.monotonic()
-        running = [RunningJob(math.inf if h.epoch_s is None else max(0.0, h.since + h.epoch_s - now), h.cpu,
-                              h.memory_gib) for j, h in self._held.items() if j != demand.job_id]
         wait = expected_wait(cpu, mem, free_cpu, free_mem, running)
         return (f"waiting for capacity: needs {cpu:g} cores / {mem:g} GiB, "
                 f"{max(free_cpu, 0):g} cores / {max(free_mem, 0):g} GiB free; "
@@ -107,6 +137,8 @@ class Coordinator:
 
     def release(self, job_id: str, done: bool = False) -> None:
         with self._cond:
+            if self._store is not None:
+                self._store.drop_lease(job_id)
             self._held.pop(job_id, None)
             if done:
                 self._demands.pop(job_id, None)

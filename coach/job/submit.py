@@ -31,7 +31,7 @@ def run_jobs(jobs: dict[str, JobSpec], backend: Backend, store: Store,
              watch: Callable[[list[str], Callable[[], bool]], None] | None = None,
              home: Path | None = None) -> dict[str, str]:
     """Run every job to a final status, concurrently; `watch` renders progress meanwhile."""
-    coordinator = Coordinator(backend.capacity)
+    coordinator = Coordinator(backend.capacity, store)
     statuses: dict[str, str] = {}
     home = home or coach_home()
 

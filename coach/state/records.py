@@ -59,4 +59,16 @@ class JobRecord:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class Lease:
+    """Capacity held by one job's running epoch, as every `coach submit` process sees it."""
+
+    job_id: str
+    pid: int                    # the `coach submit` process that holds it
+    cpu: float                  # cores
+    memory_gib: float
+    since: float                # wall time of the grant
+    epoch_s: float | None = None    # predicted length of the epoch it runs; None: unknown
+
+
 FINAL_STATUSES = frozenset({"succeeded", "failed", "budget_exhausted", "max_epochs", "stopped"})

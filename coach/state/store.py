@@ -1,8 +1,10 @@
-"""The embedded state store: one SQLite file with jobs, epochs and events.
+"""The embedded state store: one SQLite file with jobs, epochs, events and capacity leases.
 
 SQLite in WAL mode lets `coach status` read while `coach submit` writes, from other
 processes. Every operation opens its own short connection, so job threads never share one.
-An epoch is keyed by (job, phase, epoch): it can be recorded once, never twice.
+An epoch is keyed by (job, phase, epoch): it can be recorded once, never twice. A lease is
+the capacity a running epoch holds; leases are how separate `coach submit` processes on one
+machine avoid handing out the same cores twice.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from coach.errors import StateError
-from coach.state.records import EpochRecord, JobRecord
+from coach.state.records import EpochRecord, JobRecord, Lease
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -35,6 +37,9 @@ CREATE TABLE IF NOT EXISTS epochs (
 CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, ts REAL NOT NULL, kind TEXT NOT NULL,
     message TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS leases (
+    job_id TEXT PRIMARY KEY, pid INTEGER NOT NULL, cpu REAL NOT NULL, memory_gib REAL NOT NULL,
+    since REAL NOT NULL, epoch_s REAL);
 """
 
 _JOB_COLUMNS = ("job_id", "name", "spec_path", "status", "target_loss", "budget", "spent", "workers",
@@ -175,3 +180,49 @@ class Store:
             rows = c.execute("SELECT ts, kind, message FROM events WHERE job_id = ? ORDER BY id",
                              (self.resolve(job_id),)).fetchall()
         return [dict(r) for r in rows]
+
+    # -- capacity leases -------------------------------------------------------------------
+    def leases(self) -> list[Lease]:
+        """Leases of live processes; those of a process that died (killed `coach submit`) are dropped."""
+        with self._connect() as c:
+            rows = c.execute("SELECT * FROM leases").fetchall()
+            dead = [r["job_id"] for r in rows if not _alive(r["pid"])]
+            c.executemany("DELETE FROM leases WHERE job_id = ?", [(j,) for j in dead])
+        return [Lease(**dict(r)) for r in rows if r["job_id"] not in dead]
+
+    def take_lease(self, lease: Lease, capacity_cpu: float, capacity_memory_gib: float) -> bool:
+        """Record `lease` if it fits `capacity` next to every live lease of other jobs.
+
+        Check and insert are one IMMEDIATE transaction, so two processes cannot both take
+        the last free cores.
+        """
+        with self._connect() as c:
+            c.execute("BEGIN IMMEDIATE")
+            rows = c.execute("SELECT pid, cpu, memory_gib FROM leases WHERE job_id != ?",
+                             (lease.job_id,)).fetchall()
+            live = [r for r in rows if _alive(r["pid"])]
+            if (sum(r["cpu"] for r in live) + lease.cpu > capacity_cpu + 1e-9
+                    or sum(r["memory_gib"] for r in live) + lease.memory_gib > capacity_memory_gib + 1e-9):
+                return False
+            c.execute("INSERT OR REPLACE INTO leases (job_id, pid, cpu, memory_gib, since, epoch_s) "
+                      "VALUES (?, ?, ?, ?, ?, ?)", (lease.job_id, lease.pid, lease.cpu, lease.memory_gib,
+                                                    lease.since, lease.epoch_s))
+        return True
+
+    def set_lease_epoch_s(self, job_id: str, epoch_s: float | None) -> None:
+        with self._connect() as c:
+            c.execute("UPDATE leases SET epoch_s = ? WHERE job_id = ?", (epoch_s, job_id))
+
+    def drop_lease(self, job_id: str) -> None:
+        with self._connect() as c:
+            c.execute("DELETE FROM leases WHERE job_id = ?", (job_id,))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:   # someone else's process: alive
+        return True
+    return True

@@ -86,3 +86,23 @@ def test_static_job_with_tight_budget_stops_as_budget_exhausted(tmp_path: Path, 
     assert rec["spent"] == pytest.approx(sum(r["cost"] for r in records))
     assert rec["spent"] <= rec["budget"] + max(r["cost"] for r in records)
     assert (coach_home / "jobs" / rec["job_id"] / "checkpoints").iterdir(), "checkpoint kept"
+
+
+def test_two_submit_processes_share_the_machine_without_oversubscribing(tmp_path: Path, coach_home: Path) -> None:
+    # each process may use 1 core; a static (1, 1) epoch holds 0.85: one epoch at a time
+    files = [write_job(tmp_path / f"p{i}.yaml", name=f"proc{i}",
+                       **dict(FAST_JOB, allocation="static", workers=1, servers=1)) for i in range(2)]
+    procs = [subprocess.Popen([*COACH, "submit", str(f), "--json", "--cpu", "1"], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for f in files]
+    waited = False
+    while any(p.poll() is None for p in procs):
+        jobs = json.loads(run_coach("status", "--json", check=True).stdout)
+        waited |= any(j["message"].startswith("waiting for capacity") for j in jobs)
+        time.sleep(0.3)
+    outs = [p.communicate() for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err for _, err in outs]
+    assert waited, "one process's job must have waited for the other's cores"
+    spans = sorted((r["started_at"], r["finished_at"], job["job_id"])
+                   for out, _ in outs for job in json.loads(out) for r in _history(job["job_id"]))
+    for (_, end, a), (start, _, b) in zip(spans, spans[1:]):
+        assert start >= end, f"epochs of {a} and {b} overlapped: the 1-core capacity was handed out twice"
