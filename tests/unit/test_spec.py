@@ -104,3 +104,10 @@ def test_unknown_job_id_is_a_clear_error(coach_home: Path) -> None:
     proc = run_coach("history", "no-such-job")
     assert proc.returncode == 1
     assert "no job 'no-such-job'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[2] / "jobs").glob("*.yaml")),
+                         ids=lambda p: p.name)
+def test_shipped_job_files_are_valid(path: Path) -> None:
+    spec = load_spec(path)
+    assert spec.name == path.stem, "a shipped job is named after its file"
