@@ -6,9 +6,12 @@ the smaller of its share and what it can use of the capacity that is free right 
 whose minimum does not fit waits here until another job releases its functions.
 
 With a state store, every grant is also a lease in it: jobs of other `coach submit`
-processes on the same machine (same COACH_HOME) count as holding their cores, first come,
-first served, so two submits in two terminals do not oversubscribe the machine. Marginal
-utility is shared only among the jobs of one run (their speed models live in its memory).
+processes on the same machine (same COACH_HOME) count as holding their cores, so two
+submits in two terminals do not oversubscribe the machine, and a job waiting for cores is
+queued in the store so that a job of another process which releases its cores between
+epochs cannot take them straight back (first come, first served across processes).
+Marginal utility is shared only among the jobs of one run (their speed models live in its
+memory).
 """
 
 from __future__ import annotations
@@ -23,8 +26,7 @@ from typing import Callable
 from coach.backends.base import Capacity
 from coach.plan import Allocation, JobDemand, RunningJob, expected_wait, plan
 from coach.plan.planner import min_resources
-from coach.state.records import Lease
-from coach.state.store import Store
+from coach.state.store import Store, process_identity
 
 RECHECK_S = 1.0
 
@@ -56,62 +58,66 @@ class Coordinator:
         """Block until the job can run; None when `timeout_s` passes or `should_stop()` first.
 
         `epoch_s(w, s)` predicts how long the granted epoch will hold its capacity, so that
-        jobs waiting meanwhile can be told when it frees up. `on_wait` and `should_stop`
-        are called without the lock held (they may touch the state store).
+        jobs waiting meanwhile can be told when it frees up. `on_wait`, `should_stop` and
+        the state store are called without the lock held.
         """
-        start = time.monotonic()
+        job_id = demand.job_id
+        start, asked_at = time.monotonic(), time.time()
         while True:
+            others = self._others()
             with self._cond:
-                self._demands[demand.job_id] = demand
-                grant = self._grant(demand)
-                if grant is not None:
-                    w, s = grant.workers, grant.servers
-                    counts = (("scheduler", 1), ("server", s), ("worker", w))
+                self._demands[job_id] = demand
+                grant = self._grant(demand, others)
+                if grant is not None:   # held here at once: this run's other jobs see it taken
+                    counts = (("scheduler", 1), ("server", grant.servers), ("worker", grant.workers))
                     cpu = sum(n * demand.resources[r].cpu for r, n in counts)
                     mem = sum(n * demand.resources[r].memory_gib for r, n in counts)
-                    # another process may have taken the cores since _others() was read
-                    if self._store is None or self._store.take_lease(
-                            Lease(demand.job_id, os.getpid(), cpu, mem, time.time()),
-                            self.capacity.cpu, self.capacity.memory_gib):
-                        self._held[demand.job_id] = _Held(cpu, mem, time.monotonic(), None)
-                        break
-                why = self._why_waiting(demand)
+                    self._held[job_id] = _Held(cpu, mem, time.monotonic(), None)
+            if grant is not None:
+                if self._store is None or self._store.take_lease(job_id, cpu, mem, self.capacity.cpu,
+                                                                 self.capacity.memory_gib, asked_at):
+                    break
+                self.release(job_id)   # another process took the cores first, or asked before us
+            why = self._why_waiting(demand, others, queued=grant is not None)
+            if self._store is not None:
+                self._store.wait_for_lease(job_id, *min_resources(demand), since=asked_at)
             if (timeout_s is not None and time.monotonic() - start >= timeout_s) or should_stop():
+                if self._store is not None:
+                    self._store.drop_lease(job_id)   # leave the queue
                 return None
             on_wait(why)
             with self._cond:
                 self._cond.wait(RECHECK_S)
-        predicted = epoch_s(w, s)   # may fit models: outside the lock
+        predicted = epoch_s(grant.workers, grant.servers)   # may fit models: outside the lock
         with self._cond:
-            if demand.job_id in self._held:
-                self._held[demand.job_id].epoch_s = predicted
+            if job_id in self._held:
+                self._held[job_id].epoch_s = predicted
         if self._store is not None:
-            self._store.set_lease_epoch_s(demand.job_id, predicted)
+            self._store.set_lease_epoch_s(job_id, predicted)
         return grant
 
     def _others(self) -> list[RunningJob]:
         """Capacity held by jobs of other `coach submit` processes, with when it frees up."""
         if self._store is None:
             return []
-        now = time.time()
+        me, now = process_identity(os.getpid()), time.time()
         return [RunningJob(math.inf if l.epoch_s is None else max(0.0, l.since + l.epoch_s - now),
                            l.cpu, l.memory_gib)
-                for l in self._store.leases() if l.pid != os.getpid()]
+                for l in self._store.leases() if l.owner != me]
 
-    def _running(self, job_id: str) -> list[RunningJob]:
+    def _running(self, job_id: str, others: list[RunningJob]) -> list[RunningJob]:
         """Everything holding capacity except `job_id`: this run's other jobs and other processes'."""
         now = time.monotonic()
-        ours = [RunningJob(math.inf if h.epoch_s is None else max(0.0, h.since + h.epoch_s - now),
-                           h.cpu, h.memory_gib) for j, h in self._held.items() if j != job_id]
-        return ours + self._others()
+        return [RunningJob(math.inf if h.epoch_s is None else max(0.0, h.since + h.epoch_s - now),
+                           h.cpu, h.memory_gib) for j, h in self._held.items() if j != job_id] + others
 
-    def _free(self, job_id: str) -> tuple[float, float]:
-        held = self._running(job_id)
+    def _free(self, job_id: str, others: list[RunningJob]) -> tuple[float, float]:
+        held = self._running(job_id, others)
         return (self.capacity.cpu - sum(h.cpu for h in held),
                 self.capacity.memory_gib - sum(h.memory_gib for h in held))
 
-    def _grant(self, demand: JobDemand) -> Allocation | None:
-        free_cpu, free_mem = self._free(demand.job_id)
+    def _grant(self, demand: JobDemand, others: list[RunningJob]) -> Allocation | None:
+        free_cpu, free_mem = self._free(demand.job_id, others)
         now = plan([demand], free_cpu, free_mem).get(demand.job_id)
         if now is None:
             return None
@@ -125,21 +131,23 @@ class Coordinator:
         return replace(share, workers=w, servers=s,
                        reason=f"{share.reason}; limited to ({w}, {s}) by the capacity free now")
 
-    def _why_waiting(self, demand: JobDemand) -> str:
-        running = self._running(demand.job_id)
+    def _why_waiting(self, demand: JobDemand, others: list[RunningJob], queued: bool) -> str:
+        with self._cond:
+            running = self._running(demand.job_id, others)
         free_cpu = self.capacity.cpu - sum(h.cpu for h in running)
         free_mem = self.capacity.memory_gib - sum(h.memory_gib for h in running)
         cpu, mem = min_resources(demand)
         wait = expected_wait(cpu, mem, free_cpu, free_mem, running)
         return (f"waiting for capacity: needs {cpu:g} cores / {mem:g} GiB, "
-                f"{max(free_cpu, 0):g} cores / {max(free_mem, 0):g} GiB free; "
+                f"{max(free_cpu, 0):g} cores / {max(free_mem, 0):g} GiB free"
+                + ("; a job of another `coach submit` asked first" if queued else "") + "; "
                 + ("expected wait unknown" if wait is None else f"expected wait ~{wait:.0f}s"))
 
     def release(self, job_id: str, done: bool = False) -> None:
         with self._cond:
-            if self._store is not None:
-                self._store.drop_lease(job_id)
             self._held.pop(job_id, None)
             if done:
                 self._demands.pop(job_id, None)
             self._cond.notify_all()
+        if self._store is not None:
+            self._store.drop_lease(job_id)   # best effort: a store error must not keep the cores here

@@ -65,6 +65,7 @@ class Lease:
 
     job_id: str
     pid: int                    # the `coach submit` process that holds it
+    owner: str                  # that process's identity (boot, pid, start time): pids are reused
     cpu: float                  # cores
     memory_gib: float
     since: float                # wall time of the grant

@@ -38,8 +38,11 @@ CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, ts REAL NOT NULL, kind TEXT NOT NULL,
     message TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS leases (
-    job_id TEXT PRIMARY KEY, pid INTEGER NOT NULL, cpu REAL NOT NULL, memory_gib REAL NOT NULL,
-    since REAL NOT NULL, epoch_s REAL);
+    job_id TEXT PRIMARY KEY, pid INTEGER NOT NULL, owner TEXT NOT NULL, cpu REAL NOT NULL,
+    memory_gib REAL NOT NULL, since REAL NOT NULL, epoch_s REAL);
+CREATE TABLE IF NOT EXISTS lease_waits (
+    job_id TEXT PRIMARY KEY, pid INTEGER NOT NULL, owner TEXT NOT NULL, cpu REAL NOT NULL,
+    memory_gib REAL NOT NULL, since REAL NOT NULL);
 """
 
 _JOB_COLUMNS = ("job_id", "name", "spec_path", "status", "target_loss", "budget", "spent", "workers",
@@ -183,46 +186,103 @@ class Store:
 
     # -- capacity leases -------------------------------------------------------------------
     def leases(self) -> list[Lease]:
-        """Leases of live processes; those of a process that died (killed `coach submit`) are dropped."""
-        with self._connect() as c:
-            rows = c.execute("SELECT * FROM leases").fetchall()
-            dead = [r["job_id"] for r in rows if not _alive(r["pid"])]
-            c.executemany("DELETE FROM leases WHERE job_id = ?", [(j,) for j in dead])
-        return [Lease(**dict(r)) for r in rows if r["job_id"] not in dead]
-
-    def take_lease(self, lease: Lease, capacity_cpu: float, capacity_memory_gib: float) -> bool:
-        """Record `lease` if it fits `capacity` next to every live lease of other jobs.
-
-        Check and insert are one IMMEDIATE transaction, so two processes cannot both take
-        the last free cores.
-        """
+        """Leases of live processes; those of a process that ended (a killed `coach submit`) are dropped."""
         with self._connect() as c:
             c.execute("BEGIN IMMEDIATE")
-            rows = c.execute("SELECT pid, cpu, memory_gib FROM leases WHERE job_id != ?",
-                             (lease.job_id,)).fetchall()
-            live = [r for r in rows if _alive(r["pid"])]
-            if (sum(r["cpu"] for r in live) + lease.cpu > capacity_cpu + 1e-9
-                    or sum(r["memory_gib"] for r in live) + lease.memory_gib > capacity_memory_gib + 1e-9):
+            rows = [Lease(**dict(r)) for r in c.execute("SELECT * FROM leases").fetchall()]
+            dead = [(l.job_id, l.owner) for l in rows if not _alive(l.pid, l.owner)]
+            # matched on the owner too: the job may have been leased again by a new process
+            c.executemany("DELETE FROM leases WHERE job_id = ? AND owner = ?", dead)
+            gone = [(r["job_id"], r["owner"]) for r in c.execute("SELECT * FROM lease_waits").fetchall()
+                    if not _alive(r["pid"], r["owner"])]
+            c.executemany("DELETE FROM lease_waits WHERE job_id = ? AND owner = ?", gone)
+        return [l for l in rows if (l.job_id, l.owner) not in dead]
+
+    def take_lease(self, job_id: str, cpu: float, memory_gib: float, capacity_cpu: float,
+                   capacity_memory_gib: float, asked_at: float, pid: int | None = None) -> bool:
+        """Lease `cpu`/`memory_gib` to this process's `job_id` if it fits the capacity.
+
+        It fits when the live leases of other jobs, this one, and the needs of every job of
+        another process that has been waiting since before `asked_at` fit together: a job
+        that releases its cores between epochs and asks again at once does not overtake one
+        that was waiting for them (first come, first served across processes). Check and
+        insert are one IMMEDIATE transaction: two processes cannot both take the last cores.
+        `pid` other than this process's is for tests that stand in for another `coach submit`.
+        """
+        pid = os.getpid() if pid is None else pid
+        owner = process_identity(pid)
+        if owner is None:
+            raise StateError(f"process {pid} is not running: it cannot hold a lease")
+        with self._connect() as c:
+            c.execute("BEGIN IMMEDIATE")
+            held = [r for r in c.execute("SELECT pid, owner, cpu, memory_gib FROM leases WHERE job_id != ?",
+                                         (job_id,)).fetchall() if _alive(r["pid"], r["owner"])]
+            ahead = [r for r in c.execute("SELECT pid, owner, cpu, memory_gib FROM lease_waits "
+                                          "WHERE owner != ? AND since < ?", (owner, asked_at)).fetchall()
+                     if _alive(r["pid"], r["owner"])]
+            if (sum(r["cpu"] for r in held + ahead) + cpu > capacity_cpu + 1e-9
+                    or sum(r["memory_gib"] for r in held + ahead) + memory_gib > capacity_memory_gib + 1e-9):
                 return False
-            c.execute("INSERT OR REPLACE INTO leases (job_id, pid, cpu, memory_gib, since, epoch_s) "
-                      "VALUES (?, ?, ?, ?, ?, ?)", (lease.job_id, lease.pid, lease.cpu, lease.memory_gib,
-                                                    lease.since, lease.epoch_s))
+            c.execute("INSERT OR REPLACE INTO leases (job_id, pid, owner, cpu, memory_gib, since, epoch_s) "
+                      "VALUES (?, ?, ?, ?, ?, ?, NULL)", (job_id, pid, owner, cpu, memory_gib, time.time()))
+            c.execute("DELETE FROM lease_waits WHERE job_id = ? AND owner = ?", (job_id, owner))
         return True
+
+    def wait_for_lease(self, job_id: str, cpu: float, memory_gib: float, since: float,
+                       pid: int | None = None) -> None:
+        """Queue `job_id` (needing at least `cpu`/`memory_gib`) for a lease; the first `since` stays."""
+        pid = os.getpid() if pid is None else pid
+        with self._connect() as c:
+            c.execute("INSERT OR IGNORE INTO lease_waits (job_id, pid, owner, cpu, memory_gib, since) "
+                      "VALUES (?, ?, ?, ?, ?, ?)", (job_id, pid, process_identity(pid), cpu, memory_gib, since))
 
     def set_lease_epoch_s(self, job_id: str, epoch_s: float | None) -> None:
+        """How long the leased epoch is predicted to run: others' expected wait."""
         with self._connect() as c:
-            c.execute("UPDATE leases SET epoch_s = ? WHERE job_id = ?", (epoch_s, job_id))
+            c.execute("UPDATE leases SET epoch_s = ? WHERE job_id = ? AND owner = ?",
+                      (epoch_s, job_id, process_identity(os.getpid())))
 
-    def drop_lease(self, job_id: str) -> None:
-        with self._connect() as c:
-            c.execute("DELETE FROM leases WHERE job_id = ?", (job_id,))
+    def drop_lease(self, job_id: str, pid: int | None = None) -> bool:
+        """Give back this process's lease and place in the queue for `job_id`.
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:   # someone else's process: alive
+        Best effort (False if the store could not be written): a lease left behind is
+        dropped once this process has ended.
+        """
+        owner = process_identity(os.getpid() if pid is None else pid)
+        try:
+            with self._connect() as c:
+                c.execute("DELETE FROM leases WHERE job_id = ? AND owner = ?", (job_id, owner))
+                c.execute("DELETE FROM lease_waits WHERE job_id = ? AND owner = ?", (job_id, owner))
+        except sqlite3.Error:
+            return False
         return True
-    return True
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+_BOOT_ID = _boot_id()
+
+
+def process_identity(pid: int) -> str | None:
+    """'boot:pid:start' of a running process, None if it is not running (or a zombie).
+
+    A pid alone is reused once its process ends and after a reboot; with the boot id and
+    the process's start time (field 22 of /proc/PID/stat) a lease cannot outlive its process.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()   # after the command name, which may hold spaces
+    if fields[0] in ("Z", "X"):
+        return None
+    return f"{_BOOT_ID}:{pid}:{fields[19]}"
+
+
+def _alive(pid: int, owner: str) -> bool:
+    return process_identity(pid) == owner

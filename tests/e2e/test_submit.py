@@ -106,3 +106,7 @@ def test_two_submit_processes_share_the_machine_without_oversubscribing(tmp_path
                    for out, _ in outs for job in json.loads(out) for r in _history(job["job_id"]))
     for (_, end, a), (start, _, b) in zip(spans, spans[1:]):
         assert start >= end, f"epochs of {a} and {b} overlapped: the 1-core capacity was handed out twice"
+    # first come, first served between epochs: neither run keeps the core until it is done
+    last_end = {job: max(end for _, end, j in spans if j == job) for _, _, job in spans}
+    for job, end in last_end.items():
+        assert any(start < end for start, _, j in spans if j != job), f"{job} kept the core to itself"

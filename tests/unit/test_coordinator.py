@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -14,8 +17,8 @@ from coach.backends.base import Capacity
 from coach.job.coordinator import Coordinator
 from coach.plan import JobDemand
 from coach.spec import DEFAULT_RESOURCES
-from coach.state.records import Lease
-from coach.state.store import Store
+from coach.state.store import Store, process_identity
+from tests.conftest import ROOT
 
 
 def demand(job_id: str, static: tuple[int, int] | None = None) -> JobDemand:
@@ -53,49 +56,114 @@ def test_a_minimum_larger_than_the_capacity_is_detected() -> None:
 
 
 # -- leases: jobs of other `coach submit` processes on the same state store ------------------
+# The other process is real: tests/unit/lease_process.py takes and drops leases through the
+# same Store API as a `coach submit` would, on commands over its stdin.
 
-def _other_process() -> subprocess.Popen:
-    """A live process standing in for another `coach submit` (only its pid is read)."""
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+class OtherProcess:
+    def __init__(self, db: Path) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.unit.lease_process", str(db)], cwd=ROOT,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
+    def __call__(self, *command: object) -> str:
+        self.proc.stdin.write(" ".join(map(str, command)) + "\n")
+        self.proc.stdin.flush()
+        return self.proc.stdout.readline().strip()
 
-def test_cores_leased_by_another_process_are_not_handed_out(tmp_path) -> None:
-    store = Store(tmp_path / "coach.db")
-    other = _other_process()
-    try:
-        assert store.take_lease(Lease("elsewhere", other.pid, 0.85, 1.75, time.time(), 20.0), 1.0, 8)
-        coord = Coordinator(Capacity(cpu=1.0, memory_gib=8), store)
-        reasons: list[str] = []
-        assert coord.acquire(demand("b"), reasons.append, timeout_s=0.3) is None
-        assert "0.15 cores" in reasons[0] and "expected wait ~2" in reasons[0]   # its epoch ends in ~20 s
-        store.drop_lease("elsewhere")   # the other process's epoch ended
-        got = coord.acquire(demand("b"), timeout_s=3)
-        assert got is not None and (got.workers, got.servers) == (1, 1)
-        assert [(l.job_id, l.pid) for l in store.leases()] == [("b", os.getpid())]
-        coord.release("b", done=True)
-        assert store.leases() == []
-    finally:
-        other.kill()
-        other.wait()
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
 
 
-def test_lease_of_a_process_that_died_is_dropped(tmp_path) -> None:
-    store = Store(tmp_path / "coach.db")
-    gone = _other_process()
-    gone.kill()
-    gone.wait()
-    assert store.take_lease(Lease("crashed", gone.pid, 1.0, 2.0, time.time()), 1.0, 8)
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return Store(tmp_path / "coach.db")
+
+
+@pytest.fixture
+def other(store: Store):
+    proc = OtherProcess(store.path)
+    yield proc
+    proc.kill()
+
+
+def test_cores_leased_by_another_process_are_not_handed_out(store: Store, other: OtherProcess) -> None:
+    assert other("take", "elsewhere", 0.85, 20) == "ok"   # its epoch ends in ~20 s
+    coord = Coordinator(Capacity(cpu=1.0, memory_gib=8), store)
+    reasons: list[str] = []
+    assert coord.acquire(demand("b"), reasons.append, timeout_s=0.3) is None
+    assert "0.15 cores" in reasons[0] and re.search(r"expected wait ~(19|20)s", reasons[0]), reasons[0]
+    assert other("drop", "elsewhere") == "ok"
+    got = coord.acquire(demand("b"), timeout_s=3)
+    assert got is not None and (got.workers, got.servers) == (1, 1)
+    assert [(l.job_id, l.pid) for l in store.leases()] == [("b", os.getpid())]
+    coord.release("b", done=True)
     assert store.leases() == []
-    got = Coordinator(Capacity(cpu=1.0, memory_gib=8), store).acquire(demand("b"), timeout_s=1)
-    assert got is not None
+
+
+def test_a_job_that_asked_first_is_not_overtaken_by_a_process_taking_its_cores_back(
+        store: Store, other: OtherProcess) -> None:
+    assert other("take", "holder", 0.85, 5) == "ok"
+    coord = Coordinator(Capacity(cpu=1.0, memory_gib=8), store)
+    got: list = []
+    waiter = threading.Thread(target=lambda: got.append(coord.acquire(demand("b"), timeout_s=10)))
+    waiter.start()
+    time.sleep(0.5)                                   # b is queued in the store by now
+    assert other("drop", "holder") == "ok"            # the holder's epoch ends ...
+    assert other("take", "holder", 0.85, 5) == "no", "... and it may not take the cores straight back"
+    waiter.join(5)
+    assert got and got[0] is not None
+    coord.release("b", done=True)
+    assert other("take", "holder", 0.85, 5) == "ok"
+
+
+def test_lease_of_a_process_that_died_is_dropped(store: Store, other: OtherProcess) -> None:
+    assert other("take", "crashed", 1.0, 5) == "ok"
+    other.kill()
+    assert store.leases() == []
+    assert Coordinator(Capacity(cpu=1.0, memory_gib=8), store).acquire(demand("b"), timeout_s=1) is not None
+
+
+def test_process_identity_tells_a_reused_pid_and_a_zombie_from_the_owner() -> None:
+    me = process_identity(os.getpid())
+    assert me is not None and me == process_identity(os.getpid())
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child.pid}/stat").read_text().split(") ")[1][0] != "Z" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert process_identity(child.pid) is None, "an exited, unreaped child holds nothing"
+    child.wait()
+    assert process_identity(child.pid) is None
+
+
+def test_a_lease_left_under_a_reused_pid_is_not_held(store: Store) -> None:
+    # e.g. a killed run's lease after a reboot, its pid now this process's: other start time
+    assert store.take_lease("stale", 1.0, 1.0, 1.0, 8, time.time())
+    with sqlite3.connect(store.path) as c:
+        c.execute("UPDATE leases SET owner = owner || '0' WHERE job_id = 'stale'")
+    assert store.leases() == []
+    assert store.take_lease("b", 1.0, 1.0, 1.0, 8, time.time())
 
 
 @pytest.mark.parametrize(
     ("held_cpu", "held_mem", "fits"),
     [(0.1, 1.0, True), (0.2, 1.0, False), (0.1, 7.0, False), (0.0, 0.0, True)],
 )
-def test_take_lease_checks_capacity_next_to_live_leases(tmp_path, held_cpu, held_mem, fits) -> None:
-    store = Store(tmp_path / "coach.db")
-    store.take_lease(Lease("a", os.getpid(), held_cpu, held_mem, time.time()), 10, 10)
-    assert store.take_lease(Lease("b", os.getpid(), 0.9, 1.5, time.time()), 1.0, 8) is fits
+def test_take_lease_checks_capacity_next_to_live_leases(store: Store, held_cpu, held_mem, fits) -> None:
+    assert store.take_lease("a", held_cpu, held_mem, 10, 10, time.time())
+    assert store.take_lease("b", 0.9, 1.5, 1.0, 8, time.time()) is fits
     assert {l.job_id for l in store.leases()} == ({"a", "b"} if fits else {"a"})
+
+
+def test_two_processes_never_hold_the_last_cores_at_once(store: Store) -> None:
+    racers = [OtherProcess(store.path) for _ in range(2)]
+    try:
+        for i, r in enumerate(racers):   # both start before either answers
+            r.proc.stdin.write(f"race job{i} 0.85 300\n")
+            r.proc.stdin.flush()
+        answers = [r.proc.stdout.readline().strip() for r in racers]
+    finally:
+        for r in racers:
+            r.kill()
+    for a in answers:
+        granted, doubled = map(int, a.split())
+        assert granted > 0 and doubled == 0, answers
