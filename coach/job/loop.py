@@ -250,8 +250,10 @@ class JobLoop:
                 demand = JobDemand(job_id=self.run.job_id, speed=None, remaining_epochs=None,
                                    samples_per_epoch=float(self.n_train), static=(w, s),
                                    resources=spec.resources, prices=spec.prices)
+                # a mini-epoch lasts about as long as the previous one: others' expected wait
                 alloc = coord.acquire(demand, self._waiting, timeout_s=None if i == 0 else TUNING_WAIT_S,
-                                      should_stop=self._stop_requested)
+                                      should_stop=self._stop_requested,
+                                      epoch_s=lambda w, s: history[-1].duration_s if history else None)
                 if alloc is None and self._stop_requested():
                     return self._finish("stopped", "stopped by request during tuning")
                 if alloc is None:
