@@ -51,6 +51,19 @@ def _allreduce(kv: Any, params: list[Any], buffers: list[Any]) -> None:
         buf.copyto(p.grad())
 
 
+def _average(kv: Any, state: list[Any], first_key: int, workers: int) -> None:
+    """Replace each of `state` by its mean over the workers, so that the checkpoint rank 0
+    writes and the model every worker validates are the same (BatchNorm running statistics
+    would otherwise be rank 0's in the checkpoint and each worker's own in its validation)."""
+    if not state:
+        return
+    sums = [p.data().copy() for p in state]
+    for j, (p, buf) in enumerate(zip(state, sums)):
+        kv.pushpull(first_key + j, p.data(), out=buf, priority=-j)
+    for p, buf in zip(state, sums):
+        (buf / workers).copyto(p.data())
+
+
 def summed_loss(net: Any, x: Any, y: Any, mx: Any) -> float:
     """Summed softmax cross-entropy of `net` on (x, y), in batches."""
     loss_fn = mx.gluon.loss.SoftmaxCrossEntropyLoss()
@@ -79,6 +92,9 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
     mx.random.seed(int(task.hyper.get("init_seed", 42)))
     net.initialize(mx.init.Xavier(), ctx=ctx)
     net(mx.nd.zeros((1,) + data.sample_shape, ctx=ctx))  # materialise deferred shapes
+    # that forward pass may leave weights in MKL-DNN's own layout (ResNet's convolutions do),
+    # which the kvstore cannot send ("can't generate TBlob for MKLDNN data"): back to default
+    net.collect_params().reset_ctx(ctx)   # fresh arrays, copied out in the default layout
 
     kv = mx.kv.create("dist_sync")
     opt_name, opt_params = _optimizer(task.hyper)
@@ -87,7 +103,10 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
     # optimizer state lives in the worker and can be checkpointed.
     trainer = gluon.Trainer(net.collect_params(), opt_name, opt_params, kvstore=None)
     params = [p for p in net.collect_params().values() if p.grad_req != "null"]
-    for i, p in enumerate(params):
+    # state outside the gradients (BatchNorm running statistics): each worker updates its own
+    # copy from its own batches; averaged at the end of the epoch (keys after the params')
+    state = [p for p in net.collect_params().values() if p.grad_req == "null"]
+    for i, p in enumerate(params + state):
         kv.init(i, p.data())
     meta: dict[str, Any] = {}
     if task.checkpoint_in:
@@ -120,6 +139,7 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
         trainer.step(len(sel) * task.workers)
         loss_sum += loss.sum()
     train_loss = float(loss_sum.asscalar()) / max(1, len(idx))
+    _average(kv, state, len(params), task.workers)
     t2 = time.monotonic()
     duration = t2 - t1
     steady_samples = len(idx) - min(warm * batch, len(idx))
