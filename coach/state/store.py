@@ -199,7 +199,7 @@ class Store:
         return [l for l in rows if (l.job_id, l.owner) not in dead]
 
     def take_lease(self, job_id: str, cpu: float, memory_gib: float, capacity_cpu: float,
-                   capacity_memory_gib: float, asked_at: float, pid: int | None = None) -> bool:
+                   capacity_memory_gib: float, asked_at: float) -> bool:
         """Lease `cpu`/`memory_gib` to this process's `job_id` if it fits the capacity.
 
         It fits when the live leases of other jobs, this one, and the needs of every job of
@@ -207,12 +207,8 @@ class Store:
         that releases its cores between epochs and asks again at once does not overtake one
         that was waiting for them (first come, first served across processes). Check and
         insert are one IMMEDIATE transaction: two processes cannot both take the last cores.
-        `pid` other than this process's is for tests that stand in for another `coach submit`.
         """
-        pid = os.getpid() if pid is None else pid
-        owner = process_identity(pid)
-        if owner is None:
-            raise StateError(f"process {pid} is not running: it cannot hold a lease")
+        pid, owner = os.getpid(), process_identity(os.getpid())
         with self._connect() as c:
             c.execute("BEGIN IMMEDIATE")
             held = [r for r in c.execute("SELECT pid, owner, cpu, memory_gib FROM leases WHERE job_id != ?",
@@ -228,10 +224,9 @@ class Store:
             c.execute("DELETE FROM lease_waits WHERE job_id = ? AND owner = ?", (job_id, owner))
         return True
 
-    def wait_for_lease(self, job_id: str, cpu: float, memory_gib: float, since: float,
-                       pid: int | None = None) -> None:
+    def wait_for_lease(self, job_id: str, cpu: float, memory_gib: float, since: float) -> None:
         """Queue `job_id` (needing at least `cpu`/`memory_gib`) for a lease; the first `since` stays."""
-        pid = os.getpid() if pid is None else pid
+        pid = os.getpid()
         with self._connect() as c:
             c.execute("INSERT OR IGNORE INTO lease_waits (job_id, pid, owner, cpu, memory_gib, since) "
                       "VALUES (?, ?, ?, ?, ?, ?)", (job_id, pid, process_identity(pid), cpu, memory_gib, since))
@@ -242,13 +237,13 @@ class Store:
             c.execute("UPDATE leases SET epoch_s = ? WHERE job_id = ? AND owner = ?",
                       (epoch_s, job_id, process_identity(os.getpid())))
 
-    def drop_lease(self, job_id: str, pid: int | None = None) -> bool:
+    def drop_lease(self, job_id: str) -> bool:
         """Give back this process's lease and place in the queue for `job_id`.
 
         Best effort (False if the store could not be written): a lease left behind is
         dropped once this process has ended.
         """
-        owner = process_identity(os.getpid() if pid is None else pid)
+        owner = process_identity(os.getpid())
         try:
             with self._connect() as c:
                 c.execute("DELETE FROM leases WHERE job_id = ? AND owner = ?", (job_id, owner))
