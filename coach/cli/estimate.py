@@ -41,9 +41,12 @@ def read_curve(path: Path) -> Curve:
     """
     source = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")   # a spreadsheet's byte-order mark is not data
     except OSError as exc:
         raise SpecError(source, "", f"cannot read the file: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise SpecError(source, "", f"not a UTF-8 text file (byte {exc.start}): expected lines of "
+                                    "'epoch,loss'") from None
     rows = [(n, row) for n, row in enumerate(csv.reader(text.splitlines()), start=1)
             if row and any(c.strip() for c in row) and not row[0].lstrip().startswith("#")]
     if not rows:
@@ -86,7 +89,7 @@ def predict_curve(curve: Curve, target: float, consecutive: int = 1) -> EpochsPr
 def estimate(
     curve: Annotated[Path, typer.Argument(help="CSV of 'epoch,loss' rows (first row: epoch 1).")],
     target: Annotated[float, typer.Option("--target", help="Target validation loss.")],
-    consecutive: Annotated[int, typer.Option("--consecutive", min=1,
+    consecutive: Annotated[int, typer.Option("--consecutive", min=1, max=1000,
                                              help="Epochs in a row at or below the target (Coach stops at 3).")] = 1,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -99,6 +102,8 @@ def estimate(
         pred = predict_curve(data, target, consecutive)
     except EstimateError as exc:
         raise SpecError(str(curve), "", str(exc)) from exc
+    except (OverflowError, FloatingPointError) as exc:   # e.g. losses near 1e308
+        raise SpecError(str(curve), "loss", f"values too large to fit a curve to ({exc})") from None
     if json_out:
         typer.echo(json.dumps({"epochs_to_target": pred.epoch, "interval": [pred.lo, pred.hi],
                                "asymptote": round(pred.asymptote, 6), "reachable": pred.reachable}))

@@ -37,6 +37,7 @@ gets there as +infinity (then `hi` is None: "may never get there").
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -175,6 +176,12 @@ def fit_convergence(progress: Sequence[float], losses: Sequence[float],
     loss cannot be fitted).
     """
     k, y = _validate(progress, losses)
+    with warnings.catch_warnings():   # scipy's overflow warnings on extreme data: the result says it
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return _fit_convergence(k, y, bootstrap)
+
+
+def _fit_convergence(k: np.ndarray, y: np.ndarray, bootstrap: int) -> ConvergenceFit:
     weights = _weights(k)
     b, scale = _fit(k, y, weights, start=None)
     tail = weights >= 0.5
@@ -323,10 +330,32 @@ def _passage(params: np.ndarray, sigma: float, target: float, consecutive: int, 
         return result
     b0, b1, b2 = params[:, 0], params[:, 1], params[:, 2]
     live = b2 < target
+    # skip the epochs where no replica's loss can be under the target (p ≈ 0 beyond 8 σ):
+    # the run length stays 0 there, and a curve logged per step would take millions of them
+    with np.errstate(divide="ignore", invalid="ignore"):
+        room = target + 8.0 * sigma - b2
+        flat_in = (1.0 / b1 <= room)
+        first = np.where(room <= 0, np.inf,
+                         np.where(b0 > 0, (1.0 / room - b1) / b0, np.where(flat_in, 0.0, np.inf)))
+    begin = max(start, 0) + 1
+    end = int(min(limit, MAX_EPOCH))
+    reach = float(np.min(first[live])) if np.any(live) else math.inf
+    if not math.isfinite(reach) or reach > end:
+        return result
+    if reach > begin:
+        begin, streak = int(reach), 0
+    if end - begin > MAX_PASSAGE_STEPS:
+        # too many epochs to follow one by one; at this scale one epoch's noise is negligible
+        for i in np.flatnonzero(live):
+            c = _crossing(b0[i], b1[i], b2[i], target, consecutive)
+            if c is not None:
+                c = max(c, begin + consecutive - 1 - min(streak, consecutive - 1))
+                result[i] = c if c <= end else math.inf
+        return result
     run = np.zeros((n, consecutive))     # probability of each current run length (0..c−1)
     run[:, min(max(streak, 0), consecutive - 1)] = 1.0
     done = np.zeros(n)                   # probability that the rule has been met
-    for j in range(max(start, 0) + 1, int(min(limit, MAX_EPOCH)) + 1):
+    for j in range(begin, end + 1):
         if not np.any(live & ~np.isfinite(result)):
             break
         with np.errstate(divide="ignore"):
@@ -351,6 +380,10 @@ def _crossing(b0: float, b1: float, b2: float, target: float, consecutive: int) 
         return MAX_EPOCH
     return max(1, math.ceil(k_star - 1e-9)) + consecutive - 1
 
+
+MAX_PASSAGE_STEPS = 100_000
+"""Epochs the stop-rule chain follows one by one (~1 s for 100 replicas); a longer span (a
+curve logged per step, say) uses the plain crossing of each fitted curve instead."""
 
 MAX_EPOCH = 10**12
 """Crossings are computed up to here; any horizon is far below it."""

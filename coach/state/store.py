@@ -81,6 +81,11 @@ class Store:
         try:
             with c:
                 yield c
+        except sqlite3.IntegrityError:
+            raise   # a constraint (e.g. an epoch recorded twice): the caller says which
+        except sqlite3.DatabaseError as e:   # damaged file, foreign schema, locked too long
+            raise StateError(f"{self.path}: the state store cannot be used: {e} "
+                             "(move it away to start a new one; its jobs are then forgotten)") from None
         finally:
             c.close()
 
@@ -248,7 +253,7 @@ class Store:
             with self._connect() as c:
                 c.execute("DELETE FROM leases WHERE job_id = ? AND owner = ?", (job_id, owner))
                 c.execute("DELETE FROM lease_waits WHERE job_id = ? AND owner = ?", (job_id, owner))
-        except sqlite3.Error:
+        except StateError:
             return False
         return True
 

@@ -122,3 +122,31 @@ def test_target_must_be_a_positive_finite_number(tmp_path, target):
     with pytest.raises(SpecError, match="--target: must be a finite number > 0") as err:
         CliRunner().invoke(app, ["estimate", str(path), "--target", target], catch_exceptions=False)
     assert err.value.exit_code == 2
+
+
+def test_byte_order_mark_is_not_part_of_the_header(tmp_path):
+    path = tmp_path / "bom.csv"
+    path.write_bytes(b"\xef\xbb\xbfepoch,loss\n1,1.0\n2,0.8\n3,0.7\n4,0.65\n")
+    assert run(str(path), "--target", "0.66")["reachable"]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        pytest.param("epoch,loss\n".encode("utf-16"), "not a UTF-8 text file", id="utf-16"),
+        pytest.param(b"epoch,loss\n1,1e308\n2,1e307\n3,1e306\n4,1e305\n", "loss: values too large", id="huge"),
+    ],
+)
+def test_unusable_files_name_the_problem(tmp_path, content, message):
+    path = tmp_path / "curve.csv"
+    path.write_bytes(content)
+    with pytest.raises(SpecError, match=message) as err:
+        CliRunner().invoke(app, ["estimate", str(path), "--target", "0.5"], catch_exceptions=False)
+    assert err.value.exit_code == 2
+
+
+def test_curve_logged_per_step_is_answered_without_walking_every_step(tmp_path):
+    # 4 points a million steps apart: the horizon is 40 million; walked one by one this took minutes
+    k = np.array([1e6, 2e6, 3e6, 4e6])
+    out = run(str(write_curve(tmp_path, k, 1 / (1e-6 * k + 0.8) + 0.44)), "--target", "0.5")
+    assert out["reachable"] and 1.3e7 < out["epochs_to_target"] < 1.9e7   # exact crossing: 1.59e7
