@@ -93,6 +93,8 @@ class _Reader:
                 raise self.fail(name, "missing (required)")
             return default
         v = d[key]
+        if isinstance(v, str) and _NUMBER.fullmatch(v.strip()):
+            v = float(v)   # YAML 1.1 reads 1e-1 (an exponent without a dot) as text
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise self.fail(name, f"must be a number, got {v!r}")
         if abs(v) > MAX_NUMBER or not math.isfinite(v):
@@ -115,25 +117,28 @@ class _Reader:
 
 
 def _memory_gib(r: _Reader, value: Any, name: str) -> float:
-    """Kubernetes quantities (512Mi, 1Gi, 1G) or plain GiB numbers."""
+    """Kubernetes quantities (512Mi, 1Gi, 1G) or plain GiB numbers, up to MAX_ROLE_GIB."""
     units = {"Ki": 2**-20, "Mi": 2**-10, "Gi": 1.0, "Ti": 2**10, "K": 1e3 / 2**30, "M": 1e6 / 2**30,
              "G": 1e9 / 2**30}
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-        return float(value)
     m = re.fullmatch(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|K|M|G)?", str(value).strip())
-    if not m or float(m.group(1)) <= 0:
+    if isinstance(value, bool) or not m or float(m.group(1)) <= 0:
         raise r.fail(name, f"must be a memory size like 512Mi or 2Gi, got {value!r}")
-    return float(m.group(1)) * units.get(m.group(2) or "Gi", 1.0)
+    gib = float(m.group(1)) * units.get(m.group(2) or "Gi", 1.0)
+    if gib > MAX_ROLE_GIB:   # e.g. 1073741824 meant as bytes: a plain number here is GiB
+        raise r.fail(name, f"{value!r} is {gib:g} GiB, more than {MAX_ROLE_GIB} GiB for one function "
+                           "(a plain number is GiB; write bytes as 1Gi, 512Mi)")
+    return gib
 
 
 def _cpu(r: _Reader, value: Any, name: str) -> float:
-    """Kubernetes CPU quantities (500m, 0.5, 2)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-        return float(value)
-    m = re.fullmatch(r"(\d+)m", str(value).strip())
-    if not m or int(m.group(1)) <= 0:
+    """Kubernetes CPU quantities (500m, 0.5, 2, "2"), up to MAX_ROLE_CPU."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(m)?", str(value).strip())
+    if isinstance(value, bool) or not m or float(m.group(1)) <= 0:
         raise r.fail(name, f"must be cores like 0.5 or 500m, got {value!r}")
-    return int(m.group(1)) / 1000
+    cores = float(m.group(1)) / (1000 if m.group(2) else 1)
+    if cores > MAX_ROLE_CPU:
+        raise r.fail(name, f"{value!r} is {cores:g} cores, more than {MAX_ROLE_CPU} for one function")
+    return cores
 
 
 def _model(r: _Reader, base: Path) -> dict[str, Any]:
@@ -234,22 +239,34 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
     prices = data.get("prices") or {}
     if not isinstance(prices, dict) or set(prices) - {"cpu_core_second", "gib_second"}:
         raise r.fail("prices", f"must be a mapping with cpu_core_second and/or gib_second, got {prices!r}")
+    momentum = r.number("momentum", 0.9, ge=0)
+    if momentum >= 1:
+        raise r.fail("momentum", f"must be < 1 (at 1 or more the updates grow without bound), got {momentum:g}")
+    consecutive = r.number("consecutive", 3, integer=True, ge=1)
+    max_epochs = r.number("max_epochs", 50, integer=True, ge=1)
+    if consecutive > max_epochs:
+        raise r.fail("consecutive", f"must be <= max_epochs ({max_epochs}): the stop rule needs "
+                                    f"{consecutive} training epochs in a row, got {consecutive}")
     return JobSpec(
         source=source, name=name, model=_model(r, base), dataset=_dataset(r, base),
         target_loss=r.number("target_loss", gt=0), budget=r.number("budget", gt=0),
         batch_size=batch_size, optimizer=r.choice("optimizer", OPTIMIZERS, "sgd"),
-        learning_rate=r.number("learning_rate", 0.05, gt=0), momentum=r.number("momentum", 0.9, ge=0),
+        learning_rate=r.number("learning_rate", 0.05, gt=0), momentum=momentum,
         weight_decay=r.number("weight_decay", 0.0, ge=0), allocation=allocation,
         workers=workers, servers=servers, max_workers=max_workers, max_servers=max_servers,
         resources=_resources(r), scheduler=r.choice("scheduler", ("default", "gang"), "default"),
-        consecutive=r.number("consecutive", 3, integer=True, ge=1),
-        max_epochs=r.number("max_epochs", 50, integer=True, ge=1),
+        consecutive=consecutive, max_epochs=max_epochs,
         tuning_samples=r.number("tuning_samples", 1024, integer=True, ge=1),
         max_retries=r.number("max_retries", 3, integer=True, ge=0),
         seed=r.number("seed", 0, integer=True, ge=0),
         prices=Prices(r.number("cpu_core_second", DEFAULT_CPU_CORE_SECOND_PRICE, ge=0, data=prices, prefix="prices."),
                       r.number("gib_second", DEFAULT_GIB_SECOND_PRICE, ge=0, data=prices, prefix="prices.")),
     )
+
+
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+MAX_ROLE_CPU = 1024
+MAX_ROLE_GIB = 4096
 
 
 def load_spec(path: str | Path) -> JobSpec:
@@ -266,6 +283,8 @@ def load_spec(path: str | Path) -> JobSpec:
         raise SpecError(source, where, f"not valid YAML: {getattr(e, 'problem', e)}") from None
     except UnicodeDecodeError:
         raise SpecError(source, "", "not a text file") from None
+    except RecursionError:
+        raise SpecError(source, "YAML", "nested too deeply") from None
     except OSError as e:
         raise SpecError(source, "", f"cannot read: {e.strerror}") from None
     return parse_spec(data, source, p.parent)

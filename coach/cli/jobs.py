@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import signal
 import sys
 from pathlib import Path
@@ -122,6 +123,8 @@ def resume(job_id: str = typer.Argument(..., help="A stopped, failed, budget-exh
     if trained >= limit:
         raise CoachError(f"{job.job_id} has run {trained} training epochs, its max_epochs is {limit}; "
                          "give a larger --max-epochs")
+    if budget is not None and not math.isfinite(budget):
+        raise SpecError("--budget", "", f"must be a finite number, got {budget}")
     if budget is not None and budget <= job.spent:
         raise CoachError(f"{job.job_id} has spent {job.spent:.4g}; give a --budget above that")
     spec = dataclasses.replace(spec, budget=budget if budget is not None else spec.budget, max_epochs=limit)
@@ -146,7 +149,7 @@ def status(job_id: Optional[str] = typer.Argument(None, help="One job (default: 
            json_out: bool = JsonOpt) -> None:
     """Every job: state, epoch, loss vs target, (w, s), cost, elapsed, ETA."""
     store = Store()
-    jobs = [store.job(job_id)] if job_id else store.jobs()
+    jobs = [store.job(job_id)] if job_id is not None else store.jobs()
     if json_out:
         out.print_json(json.dumps([dict(j.to_dict(), elapsed_s=fmt.elapsed(j)) for j in jobs]))
         return

@@ -6,17 +6,26 @@ from pathlib import Path
 
 import typer
 
-from coach.errors import CoachError
+from coach.errors import CoachError, SpecError
 from coach.state.store import Store
 
 
+FORMATS = (".png", ".pdf", ".svg")
+
+
 def plot(job_id: str = typer.Argument(...),
-         output: Path = typer.Option(Path("job.png"), "-o", "--output", help="PNG file to write.")) -> None:
+         output: Path = typer.Option(Path("job.png"), "-o", "--output", help="File to write: .png (default), .pdf or .svg.")) -> None:
     """Draw validation loss per epoch with the fitted curve and target crossing, (w, s) per
     epoch, and the fitted speed surface."""
     from coach.estimate.history import fit_history
     from coach.report.plots import plot_job
 
+    if output.is_dir() or not output.name:
+        raise SpecError("-o", "", f"{str(output) or repr('')} is a folder; give a file name such as job.png")
+    if not output.suffix:
+        output = output.with_name(output.name + ".png")
+    if output.suffix.lower() not in FORMATS:
+        raise SpecError("-o", "", f"cannot write {output.suffix!r} files; use one of {', '.join(FORMATS)}")
     store = Store()
     job = store.job(job_id)
     epochs = store.epochs(job.job_id)
@@ -24,6 +33,9 @@ def plot(job_id: str = typer.Argument(...),
         raise CoachError(f"{job.job_id} has no recorded epochs yet; nothing to plot")
     spec = store.spec(job.job_id)
     fit, speed = fit_history(epochs, int(spec.get("batch_size", 64)), None)
-    path = plot_job(output, epochs, job.target_loss, fit, speed, consecutive=int(spec.get("consecutive", 3)),
-                    title=f"{job.job_id} ({job.status})")
+    try:
+        path = plot_job(output, epochs, job.target_loss, fit, speed, consecutive=int(spec.get("consecutive", 3)),
+                        title=f"{job.job_id} ({job.status})")
+    except OSError as e:
+        raise CoachError(f"{output}: cannot write the plot: {e.strerror or e}") from None
     print(path)

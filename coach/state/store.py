@@ -120,9 +120,11 @@ class Store:
 
     def resolve(self, job_id: str) -> str:
         """The full id of a job given its id or an unambiguous prefix of it."""
-        with self._connect() as c:
-            rows = c.execute("SELECT job_id FROM jobs WHERE job_id = ? OR job_id LIKE ? ORDER BY job_id",
-                             (job_id, job_id.replace("%", "") + "%")).fetchall()
+        if not job_id:
+            raise StateError("a job id is empty; `coach status` lists the jobs")
+        with self._connect() as c:   # a plain prefix: LIKE would read '_' and '%' as wildcards
+            rows = c.execute("SELECT job_id FROM jobs WHERE substr(job_id, 1, ?) = ? ORDER BY job_id",
+                             (len(job_id), job_id)).fetchall()
         ids = [r["job_id"] for r in rows]
         if job_id in ids:
             return job_id

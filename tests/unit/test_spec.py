@@ -56,7 +56,19 @@ BROKEN = [
     ("bad-prices", dict(GOOD, prices={"per_hour": 1}), "prices", "cpu_core_second"),
     ("negative-seed", dict(GOOD, seed=-1), "seed", ">= 0"),
     ("fractional-seed", dict(GOOD, seed=1.5), "seed", "whole number"),
+    ("rule-longer-than-run", dict(GOOD, max_epochs=2), "consecutive", "<= max_epochs (2)"),
+    ("momentum-one", dict(GOOD, momentum=5), "momentum", "must be < 1"),
+    ("infinite-cpu", dict(GOOD, resources={"worker": {"cpu": float("inf")}}), "resources.worker.cpu", "cores"),
+    ("memory-in-bytes", dict(GOOD, resources={"worker": {"memory": 1073741824}}), "resources.worker.memory",
+     "a plain number is GiB"),
+    ("infinite-memory", dict(GOOD, resources={"worker": {"memory": float("inf")}}), "resources.worker.memory",
+     "memory size"),
 ]
+
+
+def test_numbers_yaml_reads_as_text_and_cpu_strings_are_read() -> None:
+    spec = parse_spec(dict(GOOD, target_loss="1e-1", resources={"worker": {"cpu": "2"}}), "x.yaml")
+    assert spec.target_loss == 0.1 and spec.resources["worker"].cpu == 2.0
 
 
 @pytest.mark.parametrize("data,field,problem", [b[1:] for b in BROKEN], ids=[b[0] for b in BROKEN])
@@ -72,6 +84,7 @@ RAW = [
     ("not-yaml", "name: [unclosed\n", "line"),
     ("not-a-mapping", "- just\n- a list\n", "must be a YAML mapping"),
     ("empty", "", "must be a YAML mapping"),
+    ("nested-too-deep", "a: " + "[" * 3000 + "]" * 3000 + "\n", "nested too deeply"),
 ]
 
 
