@@ -52,3 +52,44 @@ def test_unreachable_target_is_drawn(tmp_path):
     fit = fit_convergence(progress_of(recs), [r.val_loss for r in recs])
     out = plot_job(tmp_path / "job.png", recs, target=0.01, fit=fit, speed=None)
     assert out.exists()
+
+
+@pytest.fixture
+def stored_job(tmp_path, monkeypatch):
+    """A job with recorded epochs in a fresh state store, for the `coach plot` command."""
+    from coach.state.store import Store
+
+    monkeypatch.setenv("COACH_HOME", str(tmp_path / "home"))
+    store = Store()
+    store.create_job("job1", "job", "x.yaml", {"batch_size": 64, "consecutive": 3}, 0.45, 1.0)
+    for r in records(8):
+        store.record_epoch(r)
+    return store
+
+
+@pytest.mark.parametrize(
+    ("output", "written", "error"),
+    [
+        ("job", "job.png", None),
+        ("job.svg", "job.svg", None),
+        ("job.xyz", None, "-o: cannot write '.xyz' files"),
+        (".", None, "is a folder"),
+        ("/proc/nope/job.png", None, "cannot write the plot"),
+    ],
+)
+def test_plot_command_output_paths(tmp_path, stored_job, monkeypatch, output, written, error):
+    import typer
+    from typer.testing import CliRunner
+
+    from coach.cli.plot import plot
+    from coach.errors import CoachError
+
+    monkeypatch.chdir(tmp_path)
+    app = typer.Typer()
+    app.command()(plot)
+    if error is None:
+        result = CliRunner().invoke(app, ["job1", "-o", output], catch_exceptions=False)
+        assert result.exit_code == 0 and result.output.strip() == written and (tmp_path / written).stat().st_size
+    else:
+        with pytest.raises(CoachError, match=error):
+            CliRunner().invoke(app, ["job1", "-o", output], catch_exceptions=False)

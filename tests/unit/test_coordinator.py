@@ -167,3 +167,4 @@ def test_two_processes_never_hold_the_last_cores_at_once(store: Store) -> None:
     for a in answers:
         granted, doubled = map(int, a.split())
         assert granted > 0 and doubled == 0, answers
+
