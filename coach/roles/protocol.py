@@ -7,6 +7,7 @@ gets HTTP 400 naming the field, whichever client sent it.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -77,6 +78,10 @@ def parse_task(body: Any) -> EpochTask:
             body = json.loads(body)
         except json.JSONDecodeError as e:
             raise EventError("body", f"not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+        except RecursionError:
+            raise EventError("body", "JSON nested too deeply") from None
+        except ValueError as e:   # e.g. an integer of thousands of digits
+            raise EventError("body", f"not usable JSON: {e}") from None
     if not isinstance(body, dict):
         raise EventError("body", f"expected a JSON object, got {type(body).__name__}")
     unknown = sorted(set(body) - set(_REQUIRED) - set(_OPTIONAL))
@@ -99,8 +104,8 @@ def parse_task(body: Any) -> EpochTask:
         raise EventError("workers" if task.workers < 1 else "servers", "must be >= 1")
     if not 0 < task.root_port < 65536:
         raise EventError("root_port", f"must be a TCP port, got {task.root_port}")
-    if task.deadline_s <= 0:
-        raise EventError("deadline_s", "must be > 0")
+    if not (math.isfinite(task.deadline_s) and task.deadline_s > 0):   # NaN would never expire
+        raise EventError("deadline_s", f"must be a finite number > 0, got {task.deadline_s}")
     if task.role == "worker":
         if not 0 <= task.shard < task.workers:
             raise EventError("shard", f"must be in [0, {task.workers}), got {task.shard}")

@@ -46,6 +46,9 @@ CASES = [
     ("negative-deadline", dict(VALID, deadline_s=-1), "deadline_s"),
     ("unknown-field", dict(VALID, colour="red"), "colour"),
     ("bool-epoch", dict(VALID, epoch=True), "epoch"),
+    ("nan-deadline", dict(VALID, deadline_s=float("nan")), "deadline_s"),
+    ("nested-too-deep", b"[" * 100_000 + b"]" * 100_000, "body"),
+    ("5000-digit-integer", b'{"epoch": ' + b"9" * 5000 + b"}", "body"),
 ]
 
 
