@@ -80,9 +80,13 @@ class ClusterState:
         path = directory / "state.json"
         if not path.exists():
             return None
-        raw = json.loads(path.read_text())
-        raw["processes"] = [Process(**p) for p in raw.get("processes", [])]
-        return cls(**raw)
+        try:
+            raw = json.loads(path.read_text())
+            raw["processes"] = [Process(**p) for p in raw.get("processes", [])]
+            return cls(**raw)
+        except (ValueError, TypeError, KeyError, AttributeError) as e:   # hand-edited, truncated, foreign
+            raise ClusterError(f"{path}: not a control-plane state written by `coach cluster up` ({e}); "
+                               "stop any processes it started by hand, then delete the file") from None
 
     def save(self, directory: Path) -> None:
         (directory / "state.json").write_text(json.dumps(asdict(self), indent=1))

@@ -64,3 +64,19 @@ def test_status_and_down_without_a_cluster(tmp_path: Path) -> None:
 def test_public_names() -> None:
     assert sorted(coach.cluster.__all__) == ["BinaryMissing", "ClusterError", "ClusterStatus", "Kube", "bin_dir",
                                              "down", "set_nodes", "state_dir", "status", "up"]
+
+
+@pytest.mark.parametrize("content", ["{garbage", '{"nodes": 1}', "[]"], ids=["not-json", "partial", "a-list"])
+def test_a_damaged_state_file_is_named_not_a_traceback(tmp_path: Path, content: str) -> None:
+    (tmp_path / "state.json").write_text(content)
+    for command in ("status", "down"):
+        proc = run(command, env={"COACH_CLUSTER_DIR": str(tmp_path)})
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert f"{tmp_path / 'state.json'}: not a control-plane state" in proc.stderr
+
+
+@pytest.mark.parametrize(("option", "value"), [("--cpu", "4xyz"), ("--memory", "8Qi")])
+def test_up_refuses_malformed_quantities_before_starting_anything(tmp_path: Path, option: str, value: str) -> None:
+    proc = run("up", option, value, env={"COACH_CLUSTER_DIR": str(tmp_path)})
+    assert proc.returncode == 2 and f"{option}: must be" in proc.stderr, proc.stderr
+    assert not (tmp_path / "state.json").exists()
