@@ -185,10 +185,28 @@ def _dataset(r: _Reader, base: Path) -> dict[str, Any]:
         if missing:
             raise r.fail("dataset.path", f"{root} lacks {', '.join(missing)}; {CIFAR_HELP}")
         d["path"] = str(root)
+    unknown = sorted(set(d) - {"name"} - set(DATASET_OPTIONS[d["name"]]))
+    if unknown:
+        allowed = ", ".join(DATASET_OPTIONS[d["name"]]) or "none"
+        raise r.fail(f"dataset.{unknown[0]}", f"unknown setting for {d['name']} (settings: {allowed})")
     if d["name"] == "synthetic":
-        for key in ("samples", "classes"):
+        for key in ("samples", "classes", "seed"):
             if key in d:
-                d[key] = r.number(key, data=d, integer=True, ge=2, prefix="dataset.")
+                d[key] = r.number(key, data=d, integer=True, ge=0 if key == "seed" else 2, prefix="dataset.")
+        if d.get("seed", 0) >= 2**32:
+            raise r.fail("dataset.seed", f"must be < 2**32, got {d['seed']}")
+        if "noise" in d:
+            d["noise"] = r.number("noise", data=d, ge=0, prefix="dataset.")
+        if "shape" in d:
+            shape = d["shape"]
+            if (not isinstance(shape, list) or not 1 <= len(shape) <= 3
+                    or not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 1024 for v in shape)):
+                raise r.fail("dataset.shape", f"must be 1 to 3 whole numbers in [1, 1024] like [3, 32, 32], "
+                                              f"got {shape!r}")
+        size = d.get("samples", 4000) * math.prod(d.get("shape", [1, 8, 8]))
+        if size > MAX_SYNTHETIC_VALUES:
+            raise r.fail("dataset.samples", f"samples × shape is {size:g} values, more than "
+                                            f"{MAX_SYNTHETIC_VALUES:g} ({MAX_SYNTHETIC_VALUES * 4 / 2**30:g} GiB)")
     return d
 
 
@@ -264,6 +282,10 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
     )
 
 
+DATASET_OPTIONS = {"mnist-5k": (), "digits": (), "cifar10": ("path",),
+                   "synthetic": ("samples", "classes", "shape", "seed", "noise")}
+MAX_SYNTHETIC_VALUES = 2 * 10**9 // 4
+"""At most 2 GiB of float32 for a generated dataset (it lives in every role process)."""
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 MAX_ROLE_CPU = 1024
 MAX_ROLE_GIB = 4096
