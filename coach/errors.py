@@ -46,5 +46,9 @@ class EpochFailed(BackendError):
     function_s: dict[str, float] | None = None
 
 
+class UserCodeError(CoachError):
+    """Raised when the job's own code (a model file) fails: retrying the epoch cannot help."""
+
+
 class EstimateError(CoachError):
     """Raised when a model cannot be fitted from the data given (too few points, bad values)."""

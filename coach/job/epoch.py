@@ -108,7 +108,7 @@ class EpochRunner:
         calls += [("worker", i, dict(base, role="worker", shard=i)) for i in range(plan.workers)]
         t0 = time.monotonic()
         answers: list[tuple[str, Invocation]] = []
-        first_error = ""
+        first_error, permanent = "", False
         lock = threading.Lock()
         with ThreadPoolExecutor(len(calls)) as pool:
             futures = {pool.submit(self.backend.invoke, plan.job_id, role, i, payload,
@@ -125,12 +125,15 @@ class EpochRunner:
                     with lock:
                         answers.append((role, inv))
                     if not inv.ok and not first_error:
-                        first_error = f"{role}: {inv.error}"
+                        first_error, permanent = f"{role}: {inv.error}", bool(inv.body.get("permanent"))
                         abort.write_text(first_error)   # the rest of the group stops now
         wall = time.monotonic() - t0
         for role, inv in answers:
             function_s[role] += float(inv.body.get("function_s", wall))
         shutil.rmtree(attempt_dir, ignore_errors=True)
+        if first_error and permanent:
+            raise EpochFailed(f"{plan.phase} epoch {plan.epoch} failed: {first_error} "
+                              "(not retried: the job's own code fails the same way every time)")
         if first_error:
             return None, first_error
         workers = [inv.body for role, inv in answers if role == "worker"]

@@ -40,7 +40,9 @@ def run_jobs(jobs: dict[str, JobSpec], backend: Backend, store: Store,
             loop = JobLoop(JobRun(spec, job_id, store, backend, coordinator, home / "jobs" / job_id))
             statuses[job_id] = loop.run_job()
         except Exception as e:  # the loop could not even start (e.g. dataset unreadable)
-            store.update_job(job_id, status="failed", message=f"{type(e).__name__}: {e}")
+            message = f"could not start: {type(e).__name__}: {e}"
+            store.update_job(job_id, status="failed", message=message)
+            store.add_event(job_id, "failed", message)
             statuses[job_id] = "failed"
 
     threads = [threading.Thread(target=one, args=(jid, spec), name=f"job-{jid}", daemon=True)

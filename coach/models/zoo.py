@@ -10,6 +10,8 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
+from coach.errors import UserCodeError
+
 BUILTIN_MODELS = ("lenet", "mlp", "resnet18")
 
 
@@ -41,17 +43,32 @@ def _resnet18(num_classes: int) -> Any:
 def build_model(name: str, num_classes: int, file: str | None = None) -> Any:
     """Build the job's network; `file` (a user's Python file) wins over a built-in name."""
     if file:
-        path = Path(file)
-        spec = importlib.util.spec_from_file_location(f"coach_user_model_{path.stem}", path)
-        if spec is None or spec.loader is None:
-            raise ValueError(f"{path}: cannot be imported as Python")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        build = getattr(module, "build", None)
-        if not callable(build):
-            raise ValueError(f"{path}: must define build(num_classes) returning a gluon Block")
-        return build(num_classes)
+        return _user_model(Path(file), num_classes)
     builders = {"lenet": _lenet, "mlp": _mlp, "resnet18": _resnet18}
     if name not in builders:
         raise ValueError(f"unknown model {name!r}; choose one of {', '.join(BUILTIN_MODELS)} or give a file")
     return builders[name](num_classes)
+
+
+def _user_model(path: Path, num_classes: int) -> Any:
+    """Import `path` and call its build(num_classes); every failure names the file (UserCodeError)."""
+    from mxnet.gluon import Block
+
+    spec = importlib.util.spec_from_file_location(f"coach_user_model_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise UserCodeError(f"{path}: cannot be imported as Python")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:
+        raise UserCodeError(f"{path}: importing it raised {type(e).__name__}: {e}") from None
+    build = getattr(module, "build", None)
+    if not callable(build):
+        raise UserCodeError(f"{path}: must define build(num_classes) returning a Gluon Block")
+    try:
+        net = build(num_classes)
+    except Exception as e:
+        raise UserCodeError(f"{path}: build({num_classes}) raised {type(e).__name__}: {e}") from None
+    if not isinstance(net, Block):
+        raise UserCodeError(f"{path}: build({num_classes}) returned {type(net).__name__}, not a Gluon Block")
+    return net

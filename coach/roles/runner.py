@@ -81,7 +81,10 @@ def _run_role(task: Any) -> dict[str, Any]:
         result = {"role": task.role}
     except Exception as e:  # reported to the caller as a failed role, with the reason
         traceback.print_exc()
-        result = {"role": task.role, "error": f"{type(e).__name__}: {e}"}
+        from coach.errors import UserCodeError
+
+        result = {"role": task.role, "error": f"{type(e).__name__}: {e}",
+                  "permanent": isinstance(e, UserCodeError)}   # the same code would fail again
     gc.collect()  # free the kvstore now: its destructor runs ps-lite's shutdown barrier
     result["wall_s"] = time.monotonic() - t0
     return result

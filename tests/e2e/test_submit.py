@@ -110,3 +110,16 @@ def test_two_submit_processes_share_the_machine_without_oversubscribing(tmp_path
     last_end = {job: max(end for _, end, j in spans if j == job) for _, _, job in spans}
     for job, end in last_end.items():
         assert any(start < end for start, _, j in spans if j != job), f"{job} kept the core to itself"
+
+
+def test_a_model_file_that_cannot_build_fails_once_naming_the_file(tmp_path: Path, coach_home: Path) -> None:
+    (tmp_path / "net.py").write_text("def build(num_classes):\n    return 3\n")
+    job = write_job(tmp_path / "bad.yaml", name="badnet", **dict(FAST_JOB, model="net.py", allocation="static",
+                                                                 workers=1, servers=1))
+    proc = run_coach("submit", str(job), "--json")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    [rec] = json.loads(proc.stdout)
+    assert rec["status"] == "failed"
+    assert f"{tmp_path / 'net.py'}: build(10) returned int, not a Gluon Block" in rec["message"]
+    events = json.loads(run_coach("events", rec["job_id"], "--json", check=True).stdout)
+    assert not [e for e in events if e["kind"] == "retry"], "the same code fails the same way: no retries"
