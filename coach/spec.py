@@ -146,6 +146,9 @@ def _model(r: _Reader, base: Path) -> dict[str, Any]:
     if v is None:
         raise r.fail("model", f"missing (required): one of {', '.join(BUILTIN_MODELS)} or a .py file")
     if isinstance(v, dict):
+        extra = sorted(set(v) - {"name", "file"})
+        if extra or len(v) != 1:
+            raise r.fail("model", f"a mapping takes exactly one of name or file, got {sorted(v)}")
         v = v.get("file") or v.get("name")
     if not isinstance(v, str) or not v:
         raise r.fail("model", f"must be a model name or a .py file, got {r.data.get('model')!r}")
@@ -211,7 +214,8 @@ def _dataset(r: _Reader, base: Path) -> dict[str, Any]:
 
 
 def _resources(r: _Reader) -> dict[str, RoleResources]:
-    v = r.data.get("resources") or {}
+    v = r.data.get("resources")
+    v = {} if v is None else v
     if not isinstance(v, dict):
         raise r.fail("resources", f"must map roles ({', '.join(ROLES)}) to cpu/memory, got {v!r}")
     out = dict(DEFAULT_RESOURCES)
@@ -229,7 +233,8 @@ def _resources(r: _Reader) -> dict[str, RoleResources]:
 def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
     """Validate parsed YAML into a JobSpec; `source` names the file in every message."""
     if not isinstance(data, dict):
-        raise SpecError(source, "", f"must be a YAML mapping of job fields, got {type(data).__name__}")
+        got = "an empty file" if data is None else type(data).__name__
+        raise SpecError(source, "", f"must be a YAML mapping of job fields, got {got}")
     r = _Reader(source, data)
     unknown = sorted(set(map(str, data)) - FIELDS)
     if unknown:
@@ -254,7 +259,8 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
     batch_size = r.number("batch_size", 64, integer=True, ge=1)
     if batch_size < max_workers:
         raise r.fail("batch_size", f"must be >= max_workers ({max_workers}) so every worker gets a sample per step")
-    prices = data.get("prices") or {}
+    prices = data.get("prices")
+    prices = {} if prices is None else prices
     if not isinstance(prices, dict) or set(prices) - {"cpu_core_second", "gib_second"}:
         raise r.fail("prices", f"must be a mapping with cpu_core_second and/or gib_second, got {prices!r}")
     momentum = r.number("momentum", 0.9, ge=0)
@@ -291,6 +297,20 @@ MAX_ROLE_CPU = 1024
 MAX_ROLE_GIB = 4096
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice (plain YAML keeps the last one silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is given twice",
+                                                        key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_spec(path: str | Path) -> JobSpec:
     """Read and validate one job file."""
     p = Path(path)
@@ -298,7 +318,7 @@ def load_spec(path: str | Path) -> JobSpec:
     if not p.is_file():
         raise SpecError(source, "", "no such file" if not p.exists() else "not a regular file")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = yaml.load(p.read_text(), Loader=_UniqueKeyLoader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "YAML"

@@ -65,6 +65,9 @@ BROKEN = [
      "settings: none"),
     ("dataset-too-big", dict(GOOD, dataset={"name": "synthetic", "samples": 10**15}), "dataset.samples",
      "more than"),
+    ("model-mapping-extra", dict(GOOD, model={"name": "mlp", "extra": 1}), "model", "exactly one of name or file"),
+    ("prices-zero", dict(GOOD, prices=0), "prices", "must be a mapping"),
+    ("resources-false", dict(GOOD, resources=False), "resources", "must map roles"),
     ("rule-longer-than-run", dict(GOOD, max_epochs=2), "consecutive", "<= max_epochs (2)"),
     ("momentum-one", dict(GOOD, momentum=5), "momentum", "must be < 1"),
     ("infinite-cpu", dict(GOOD, resources={"worker": {"cpu": float("inf")}}), "resources.worker.cpu", "cores"),
@@ -93,6 +96,7 @@ RAW = [
     ("not-yaml", "name: [unclosed\n", "line"),
     ("not-a-mapping", "- just\n- a list\n", "must be a YAML mapping"),
     ("empty", "", "must be a YAML mapping"),
+    ("duplicate-key", "name: a\nname: b\n", "key 'name' is given twice"),
     ("nested-too-deep", "a: " + "[" * 3000 + "]" * 3000 + "\n", "nested too deeply"),
 ]
 
