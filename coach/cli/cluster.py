@@ -3,13 +3,10 @@ kube-apiserver, default kube-scheduler and coach-scheduler, simulated nodes)."""
 
 from __future__ import annotations
 
-import re
-
 import typer
 from rich.console import Console
 
 from coach import cluster
-from coach.errors import SpecError
 
 app = typer.Typer(help="Start, inspect and stop a local Kubernetes control plane with simulated nodes "
                        "(binaries from deploy/local/build).", no_args_is_help=True)
@@ -22,10 +19,6 @@ def up(nodes: int = typer.Option(cluster.control_plane.DEFAULT_NODES, "--nodes",
        memory: str = typer.Option(cluster.control_plane.DEFAULT_MEMORY, "--memory",
                                   help="Memory of each node (e.g. 8Gi).")) -> None:
     """Start the control plane (or reshape the running one); the last line is the kubeconfig path."""
-    if not re.fullmatch(r"\d+(\.\d+)?m?", cpu.strip()):
-        raise SpecError("--cpu", "", f"must be cores like 4 or 500m, got {cpu!r}")
-    if not re.fullmatch(r"\d+(\.\d+)?(Ki|Mi|Gi|Ti|K|M|G)?", memory.strip()):
-        raise SpecError("--memory", "", f"must be a memory size like 8Gi or 512Mi, got {memory!r}")
     kubeconfig = cluster.up(nodes=nodes, cpu=cpu, memory=memory)
     err.print(f"control plane up: {nodes} nodes × ({cpu} CPU, {memory}); schedulers: default-scheduler, coach-gang")
     print(kubeconfig)

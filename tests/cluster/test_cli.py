@@ -38,8 +38,8 @@ def test_up_is_idempotent_and_prints_the_kubeconfig_last(control_plane: Path) ->
 
 
 @pytest.mark.parametrize("args, message", [
-    (["up", "--cpu", "lots"], "--cpu must be a Kubernetes quantity"),
-    (["up", "--memory", ""], "--memory must be a Kubernetes quantity"),
+    (["up", "--cpu", "lots"], "--cpu: must be a Kubernetes quantity"),
+    (["up", "--memory", ""], "--memory: must be a Kubernetes quantity"),
 ])
 def test_bad_input_is_a_message_not_a_traceback(control_plane: Path, args: list[str], message: str) -> None:
     proc = run(*args)
@@ -78,5 +78,5 @@ def test_a_damaged_state_file_is_named_not_a_traceback(tmp_path: Path, content: 
 @pytest.mark.parametrize(("option", "value"), [("--cpu", "4xyz"), ("--memory", "8Qi")])
 def test_up_refuses_malformed_quantities_before_starting_anything(tmp_path: Path, option: str, value: str) -> None:
     proc = run("up", option, value, env={"COACH_CLUSTER_DIR": str(tmp_path)})
-    assert proc.returncode == 2 and f"{option}: must be" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and f"{option}: must be a Kubernetes quantity" in proc.stderr, proc.stderr
     assert not (tmp_path / "state.json").exists()
