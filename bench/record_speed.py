@@ -86,7 +86,8 @@ def role_main() -> None:
     params = [p for p in net.collect_params().values() if p.grad_req != "null"]
     for i, p in enumerate(params):
         kv.init(i, p.data())
-    buffers = [mx.nd.zeros_like(p.grad()) for p in params]
+    grads = [p.grad() for p in params]
+    buffers = [mx.nd.zeros_like(g) for g in grads]
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     b = per_worker
     t0 = 0.0
@@ -99,7 +100,7 @@ def role_main() -> None:
         with autograd.record():
             loss = loss_fn(net(xb), yb)
         loss.backward()
-        _allreduce(kv, params, buffers)
+        _allreduce(kv, grads, buffers)
         trainer.step(b * n)
     mx.nd.waitall()
     elapsed = time.perf_counter() - t0

@@ -18,7 +18,8 @@ from typing import Any
 
 import yaml
 
-from coach.data import DATASETS
+from coach import quantities
+from coach.data import DATASET_OPTIONS, DATASETS, SYNTHETIC_DEFAULTS
 from coach.errors import SpecError
 from coach.estimate.cost import (DEFAULT_CPU_CORE_SECOND_PRICE, DEFAULT_GIB_SECOND_PRICE, DEFAULT_RESOURCES, Prices,
                                  RoleResources)
@@ -118,27 +119,23 @@ class _Reader:
 
 def _memory_gib(r: _Reader, value: Any, name: str) -> float:
     """Kubernetes quantities (512Mi, 1Gi, 1G) or plain GiB numbers, up to MAX_ROLE_GIB."""
-    units = {"Ki": 2**-20, "Mi": 2**-10, "Gi": 1.0, "Ti": 2**10, "K": 1e3 / 2**30, "M": 1e6 / 2**30,
-             "G": 1e9 / 2**30}
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|K|M|G)?", str(value).strip())
-    if isinstance(value, bool) or not m or float(m.group(1)) <= 0:
+    size = None if isinstance(value, bool) else quantities.gib(str(value))
+    if not size:
         raise r.fail(name, f"must be a memory size like 512Mi or 2Gi, got {value!r}")
-    gib = float(m.group(1)) * units.get(m.group(2) or "Gi", 1.0)
-    if gib > MAX_ROLE_GIB:   # e.g. 1073741824 meant as bytes: a plain number here is GiB
-        raise r.fail(name, f"{value!r} is {gib:g} GiB, more than {MAX_ROLE_GIB} GiB for one function "
+    if size > MAX_ROLE_GIB:   # e.g. 1073741824 meant as bytes: a plain number here is GiB
+        raise r.fail(name, f"{value!r} is {size:g} GiB, more than {MAX_ROLE_GIB} GiB for one function "
                            "(a plain number is GiB; write bytes as 1Gi, 512Mi)")
-    return gib
+    return size
 
 
 def _cpu(r: _Reader, value: Any, name: str) -> float:
     """Kubernetes CPU quantities (500m, 0.5, 2, "2"), up to MAX_ROLE_CPU."""
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)(m)?", str(value).strip())
-    if isinstance(value, bool) or not m or float(m.group(1)) <= 0:
+    n = None if isinstance(value, bool) else quantities.cores(str(value))
+    if not n:
         raise r.fail(name, f"must be cores like 0.5 or 500m, got {value!r}")
-    cores = float(m.group(1)) / (1000 if m.group(2) else 1)
-    if cores > MAX_ROLE_CPU:
-        raise r.fail(name, f"{value!r} is {cores:g} cores, more than {MAX_ROLE_CPU} for one function")
-    return cores
+    if n > MAX_ROLE_CPU:
+        raise r.fail(name, f"{value!r} is {n:g} cores, more than {MAX_ROLE_CPU} for one function")
+    return n
 
 
 def _model(r: _Reader, base: Path) -> dict[str, Any]:
@@ -206,7 +203,8 @@ def _dataset(r: _Reader, base: Path) -> dict[str, Any]:
                     or not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 1024 for v in shape)):
                 raise r.fail("dataset.shape", f"must be 1 to 3 whole numbers in [1, 1024] like [3, 32, 32], "
                                               f"got {shape!r}")
-        size = d.get("samples", 4000) * math.prod(d.get("shape", [1, 8, 8]))
+        o = {**SYNTHETIC_DEFAULTS, **d}
+        size = o["samples"] * math.prod(o["shape"])
         if size > MAX_SYNTHETIC_VALUES:
             raise r.fail("dataset.samples", f"samples × shape is {size:g} values, more than "
                                             f"{MAX_SYNTHETIC_VALUES:g} ({MAX_SYNTHETIC_VALUES * 4 / 2**30:g} GiB)")
@@ -288,8 +286,6 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
     )
 
 
-DATASET_OPTIONS = {"mnist-5k": (), "digits": (), "cifar10": ("path",),
-                   "synthetic": ("samples", "classes", "shape", "seed", "noise")}
 MAX_SYNTHETIC_VALUES = 2 * 10**9 // 4
 """At most 2 GiB of float32 for a generated dataset (it lives in every role process)."""
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 import shutil
 import signal
@@ -25,6 +24,7 @@ from pathlib import Path
 import httpx
 import yaml
 
+from coach import quantities
 from coach.cluster.errors import BinaryMissing, ClusterError
 from coach.errors import SpecError
 from coach.cluster.kube import Kube, apply_manifest, write_kubeconfig
@@ -177,11 +177,10 @@ def _scheduler_config(directory: Path, kubeconfig: Path, coach: bool) -> Path:
 def _validate(nodes: int, cpu: str, memory: str) -> None:
     if nodes < 0 or nodes > 5000:
         raise ClusterError(f"--nodes must be between 0 and 5000, got {nodes}")
-    for flag, value, form in (("--cpu", cpu, r"\d+(\.\d+)?m?"),
-                              ("--memory", memory, r"\d+(\.\d+)?(Ki|Mi|Gi|Ti|K|M|G)?")):
-        if not re.fullmatch(form, value.strip()):
-            raise SpecError(flag, "", f"must be a Kubernetes quantity such as {'4 or 500m' if flag == '--cpu' else '8Gi'}, "
-                                      f"got {value!r}")
+    for flag, value, form, example in (("--cpu", cpu, quantities.CPU, "4 or 500m"),
+                                       ("--memory", memory, quantities.MEMORY, "8Gi")):
+        if not form.fullmatch(value.strip()):
+            raise SpecError(flag, "", f"must be a Kubernetes quantity such as {example}, got {value!r}")
 
 
 def up(nodes: int = DEFAULT_NODES, cpu: str = DEFAULT_CPU, memory: str = DEFAULT_MEMORY) -> Path:

@@ -69,15 +69,18 @@ def _digits(options: dict[str, Any]) -> Dataset:
     return _split("digits", x, d.target.astype(np.int64), 10)
 
 
+SYNTHETIC_DEFAULTS: dict[str, Any] = {"samples": 4000, "classes": 10, "shape": [1, 8, 8], "seed": 0, "noise": 0.35}
+
+
 def _synthetic(options: dict[str, Any]) -> Dataset:
     """Gaussian class clusters: learnable, sized at will, for tests and benchmarks."""
-    n = int(options.get("samples", 4000))
-    shape = tuple(int(v) for v in options.get("shape", (1, 8, 8)))
-    classes = int(options.get("classes", 10))
-    rng = np.random.RandomState(int(options.get("seed", 0)))
+    o = {**SYNTHETIC_DEFAULTS, **options}
+    n, classes = int(o["samples"]), int(o["classes"])
+    shape = tuple(int(v) for v in o["shape"])
+    rng = np.random.RandomState(int(o["seed"]))
     centers = rng.rand(classes, *shape).astype(np.float32)
     y = rng.randint(0, classes, size=n)
-    noise = float(options.get("noise", 0.35))
+    noise = float(o["noise"])
     x = np.clip(centers[y] + noise * rng.randn(n, *shape).astype(np.float32), 0.0, 1.0)
     return _split("synthetic", x.astype(np.float32), y.astype(np.int64), classes)
 
@@ -111,6 +114,10 @@ def _cifar10(options: dict[str, Any]) -> Dataset:
         ys.append(np.asarray(batch[b"labels"], dtype=np.int64))
     return _split("cifar10", np.concatenate(xs), np.concatenate(ys), 10)
 
+
+DATASET_OPTIONS: dict[str, tuple[str, ...]] = {"mnist-5k": (), "digits": (), "cifar10": ("path",),
+                                               "synthetic": tuple(SYNTHETIC_DEFAULTS)}
+"""The settings a job file's `dataset:` mapping may give each dataset, besides `name`."""
 
 DATASETS: dict[str, Callable[[dict[str, Any]], Dataset]] = {
     "mnist-5k": _mnist_5k,

@@ -332,11 +332,7 @@ def _passage(params: np.ndarray, sigma: float, target: float, consecutive: int, 
     live = b2 < target
     # skip the epochs where no replica's loss can be under the target (p ≈ 0 beyond 8 σ):
     # the run length stays 0 there, and a curve logged per step would take millions of them
-    with np.errstate(divide="ignore", invalid="ignore"):
-        room = target + 8.0 * sigma - b2
-        flat_in = (1.0 / b1 <= room)
-        first = np.where(room <= 0, np.inf,
-                         np.where(b0 > 0, (1.0 / room - b1) / b0, np.where(flat_in, 0.0, np.inf)))
+    first = _reaches(target + 8.0 * sigma, b0, b1, b2)
     begin = max(start, 0) + 1
     end = int(min(limit, MAX_EPOCH))
     reach = float(np.min(first[live])) if np.any(live) else math.inf
@@ -369,16 +365,23 @@ def _passage(params: np.ndarray, sigma: float, target: float, consecutive: int, 
 
 def _crossing(b0: float, b1: float, b2: float, target: float, consecutive: int) -> int | None:
     """First integer epoch from which the curve stays ≤ target for `consecutive` epochs."""
-    if target <= b2:
+    k_star = float(_reaches(target, b0, b1, b2))
+    if not math.isfinite(k_star):
         return None
-    if b0 <= 0.0:
-        # flat curve at 1/b1 + b2: reached from the start or never
-        start_loss = math.inf if b1 <= 0.0 else 1.0 / b1 + b2
-        return consecutive if start_loss <= target else None
-    k_star = (1.0 / (target - b2) - b1) / b0
-    if not math.isfinite(k_star) or k_star > MAX_EPOCH:
+    if k_star > MAX_EPOCH:
         return MAX_EPOCH
     return max(1, math.ceil(k_star - 1e-9)) + consecutive - 1
+
+
+def _reaches(level: float, b0: float | np.ndarray, b1: float | np.ndarray,
+             b2: float | np.ndarray) -> np.ndarray:
+    """Progress at which each curve 1/(b0·k + b1) + b2 gets down to `level` (≤ 0: it starts
+    there), +inf if it never does (level at or below b2, or a flat curve above it)."""
+    b0, b1, b2 = (np.asarray(b, dtype=float) for b in (b0, b1, b2))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        room = level - b2
+        flat = np.where(1.0 / b1 <= room, 0.0, np.inf)
+        return np.where(room > 0, np.where(b0 > 0, (1.0 / room - b1) / b0, flat), np.inf)
 
 
 MAX_PASSAGE_STEPS = 100_000

@@ -17,7 +17,6 @@ memory).
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -26,7 +25,7 @@ from typing import Callable
 from coach.backends.base import Capacity
 from coach.plan import Allocation, JobDemand, RunningJob, expected_wait, plan
 from coach.plan.planner import min_resources
-from coach.state.store import Store, process_identity
+from coach.state.store import Store, own_identity
 
 RECHECK_S = 1.0
 
@@ -100,7 +99,7 @@ class Coordinator:
         """Capacity held by jobs of other `coach submit` processes, with when it frees up."""
         if self._store is None:
             return []
-        me, now = process_identity(os.getpid()), time.time()
+        me, now = own_identity(), time.time()
         return [RunningJob(math.inf if l.epoch_s is None else max(0.0, l.since + l.epoch_s - now),
                            l.cpu, l.memory_gib)
                 for l in self._store.leases() if l.owner != me]

@@ -9,6 +9,7 @@ machine avoid handing out the same cores twice.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sqlite3
@@ -215,7 +216,7 @@ class Store:
         that was waiting for them (first come, first served across processes). Check and
         insert are one IMMEDIATE transaction: two processes cannot both take the last cores.
         """
-        pid, owner = os.getpid(), process_identity(os.getpid())
+        pid, owner = os.getpid(), own_identity()
         with self._connect() as c:
             c.execute("BEGIN IMMEDIATE")
             held = [r for r in c.execute("SELECT pid, owner, cpu, memory_gib FROM leases WHERE job_id != ?",
@@ -233,16 +234,15 @@ class Store:
 
     def wait_for_lease(self, job_id: str, cpu: float, memory_gib: float, since: float) -> None:
         """Queue `job_id` (needing at least `cpu`/`memory_gib`) for a lease; the first `since` stays."""
-        pid = os.getpid()
         with self._connect() as c:
             c.execute("INSERT OR IGNORE INTO lease_waits (job_id, pid, owner, cpu, memory_gib, since) "
-                      "VALUES (?, ?, ?, ?, ?, ?)", (job_id, pid, process_identity(pid), cpu, memory_gib, since))
+                      "VALUES (?, ?, ?, ?, ?, ?)", (job_id, os.getpid(), own_identity(), cpu, memory_gib, since))
 
     def set_lease_epoch_s(self, job_id: str, epoch_s: float | None) -> None:
         """How long the leased epoch is predicted to run: others' expected wait."""
         with self._connect() as c:
             c.execute("UPDATE leases SET epoch_s = ? WHERE job_id = ? AND owner = ?",
-                      (epoch_s, job_id, process_identity(os.getpid())))
+                      (epoch_s, job_id, own_identity()))
 
     def drop_lease(self, job_id: str) -> bool:
         """Give back this process's lease and place in the queue for `job_id`.
@@ -250,7 +250,7 @@ class Store:
         Best effort (False if the store could not be written): a lease left behind is
         dropped once this process has ended.
         """
-        owner = process_identity(os.getpid())
+        owner = own_identity()
         try:
             with self._connect() as c:
                 c.execute("DELETE FROM leases WHERE job_id = ? AND owner = ?", (job_id, owner))
@@ -284,6 +284,16 @@ def process_identity(pid: int) -> str | None:
     if fields[0] in ("Z", "X"):
         return None
     return f"{_BOOT_ID}:{pid}:{fields[19]}"
+
+
+def own_identity() -> str | None:
+    """This process's identity (read once per process: it never changes)."""
+    return _identity_of_pid(os.getpid())
+
+
+@functools.lru_cache(maxsize=4)
+def _identity_of_pid(pid: int) -> str | None:
+    return process_identity(pid)
 
 
 def _alive(pid: int, owner: str) -> bool:

@@ -35,9 +35,9 @@ def _optimizer(hyper: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return name, params
 
 
-def _allreduce(kv: Any, params: list[Any], buffers: list[Any]) -> None:
-    """Replace each gradient by its sum over all workers, in one round trip per parameter
-    (dist_sync: the servers answer once every worker's share is merged).
+def _allreduce(kv: Any, arrays: list[Any], buffers: list[Any], first_key: int = 0) -> None:
+    """Replace each array by its sum over all workers, in one round trip per array (dist_sync:
+    the servers answer once every worker's share is merged); kvstore keys from `first_key`.
 
     Into separate buffers, not in place: Trainer.allreduce_grads' in-place pushpull raced in
     MXNet 1.9 — one LeNet epoch gave a validation loss of 0.742 instead of 0.252 in the
@@ -45,23 +45,10 @@ def _allreduce(kv: Any, params: list[Any], buffers: list[Any]) -> None:
     an epoch through Coach equals single-process training (tests/e2e/test_exactness.py) and
     repeated runs agree to the last digit.
     """
-    for i, (p, buf) in enumerate(zip(params, buffers)):
-        kv.pushpull(i, p.grad(), out=buf, priority=-i)
-    for p, buf in zip(params, buffers):
-        buf.copyto(p.grad())
-
-
-def _average(kv: Any, state: list[Any], first_key: int, workers: int) -> None:
-    """Replace each of `state` by its mean over the workers, so that the checkpoint rank 0
-    writes and the model every worker validates are the same (BatchNorm running statistics
-    would otherwise be rank 0's in the checkpoint and each worker's own in its validation)."""
-    if not state:
-        return
-    sums = [p.data().copy() for p in state]
-    for j, (p, buf) in enumerate(zip(state, sums)):
-        kv.pushpull(first_key + j, p.data(), out=buf, priority=-j)
-    for p, buf in zip(state, sums):
-        (buf / workers).copyto(p.data())
+    for i, (a, buf) in enumerate(zip(arrays, buffers)):
+        kv.pushpull(first_key + i, a, out=buf, priority=-i)
+    for a, buf in zip(arrays, buffers):
+        buf.copyto(a)
 
 
 def summed_loss(net: Any, x: Any, y: Any, mx: Any) -> float:
@@ -116,7 +103,8 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
             kv.pull(i, out=p.data())
         mx.nd.waitall()
 
-    buffers = [mx.nd.zeros_like(p.grad()) for p in params]
+    grads = [p.grad() for p in params]
+    buffers = [mx.nd.zeros_like(g) for g in grads]
     idx = shard_indices(len(data.x_train), task.seed, task.shard, task.workers, task.limit)
     global_batch = int(task.hyper["batch_size"])
     batch = max(1, global_batch // task.workers)
@@ -135,11 +123,14 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
         with autograd.record():
             loss = loss_fn(net(xb), yb)
         loss.backward()
-        _allreduce(kv, params, buffers)
+        _allreduce(kv, grads, buffers)
         trainer.step(len(sel) * task.workers)
         loss_sum += loss.sum()
     train_loss = float(loss_sum.asscalar()) / max(1, len(idx))
-    _average(kv, state, len(params), task.workers)
+    if state:   # the mean over the workers: the checkpoint and every worker's validation agree
+        _allreduce(kv, [p.data() for p in state], [p.data().copy() for p in state], first_key=len(params))
+        for p in state:
+            p.data()[:] = p.data() / task.workers
     t2 = time.monotonic()
     duration = t2 - t1
     steady_samples = len(idx) - min(warm * batch, len(idx))
