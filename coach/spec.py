@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import ast
 import math
 import re
 from dataclasses import dataclass, field
@@ -157,12 +158,48 @@ def _model(r: _Reader, base: Path) -> dict[str, Any]:
             text = path.read_text()
         except (OSError, UnicodeDecodeError) as e:
             raise r.fail("model", f"cannot read model file {path}: {getattr(e, 'strerror', None) or e}") from None
-        if not re.search(r"^def build\(", text, re.M):
-            raise r.fail("model", f"{path} must define build(num_classes) returning a gluon Block")
+        problem = _build_problem(text)
+        if problem:
+            raise r.fail("model", f"{path}: {problem}")
         return {"file": str(path)}
     if v not in BUILTIN_MODELS:
         raise r.fail("model", f"unknown model {v!r}; choose one of {', '.join(BUILTIN_MODELS)} or a .py file")
     return {"name": v}
+
+
+def _build_problem(source: str) -> str | None:
+    """What keeps a model file from providing build(num_classes), read without running it.
+
+    Parsing (not importing) catches syntax errors and a missing or wrongly shaped build()
+    at submit time, before any epoch is charged, without importing MXNet into the CLI;
+    what build() does when called is only known at run time.
+    """
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError) as e:   # ValueError: a NUL byte, on some Python versions
+        line = getattr(e, "lineno", None)
+        return f"{f'line {line}: ' if line else ''}syntax error: {getattr(e, 'msg', None) or e}"
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "build":
+            a = node.args
+            positional = len(a.posonlyargs) + len(a.args)
+            required = positional - len(a.defaults)
+            kw_required = [k.arg for k, d in zip(a.kwonlyargs, a.kw_defaults) if d is None]
+            if isinstance(node, ast.AsyncFunctionDef):
+                return f"line {node.lineno}: build must be a plain function, not async"
+            if (positional < 1 and a.vararg is None) or required > 1 or kw_required:
+                return (f"line {node.lineno}: build must accept exactly one argument (num_classes), "
+                        f"it is build({ast.unparse(a)})")
+            return None
+        names = []
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [t.id for t in targets if isinstance(t, ast.Name)]
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.asname or a.name for a in node.names]
+        if "build" in names:
+            return None   # bound some other way (an import, a partial): checked when it runs
+    return "must define build(num_classes) returning a Gluon Block (no top-level build found)"
 
 
 def _dataset(r: _Reader, base: Path) -> dict[str, Any]:

@@ -27,6 +27,38 @@ def test_user_model_file_resolved_beside_job_file(tmp_path: Path) -> None:
     assert load_spec(job).model == {"file": str(tmp_path / "net.py")}
 
 
+MODEL_FILES = [
+    ("syntax-error", "def build(num_classes):\n    return (\n", "line 2: syntax error"),
+    ("no-build", "def make(num_classes):\n    pass\n", "no top-level build found"),
+    ("build-in-a-class", "class M:\n    def build(self, n):\n        pass\n", "no top-level build found"),
+    ("no-argument", "def build():\n    pass\n", "it is build()"),
+    ("two-required", "def build(num_classes, width):\n    pass\n", "it is build(num_classes, width)"),
+    ("keyword-only", "def build(num_classes, *, width):\n    pass\n", "exactly one argument"),
+    ("async", "async def build(num_classes):\n    pass\n", "not async"),
+    ("nul-byte", "def build(n):\n    pass\n\0", "syntax error: source code string cannot contain null bytes"),
+]
+
+
+@pytest.mark.parametrize("case,source,problem", MODEL_FILES, ids=[c[0] for c in MODEL_FILES])
+def test_model_file_checked_without_running_it(tmp_path: Path, case: str, source: str, problem: str) -> None:
+    (tmp_path / "net.py").write_text(source)
+    with pytest.raises(SpecError) as e:
+        parse_spec(dict(GOOD, model="net.py"), "job.yaml", tmp_path)
+    assert e.value.field == "model" and problem in str(e.value) and str(tmp_path / "net.py") in str(e.value)
+
+
+@pytest.mark.parametrize("source", [
+    "def build(num_classes, width=64):\n    pass\n",
+    "def build(*args):\n    pass\n",
+    "from functools import partial\nbuild = partial(print)\n",
+    "from mymodels import make as build\n",
+    "import sys\nif sys:\n    pass\ndef build(n: int) -> object:\n    pass\n",
+])
+def test_model_file_build_forms_accepted(tmp_path: Path, source: str) -> None:
+    (tmp_path / "net.py").write_text(source)
+    assert parse_spec(dict(GOOD, model="net.py"), "job.yaml", tmp_path).model == {"file": str(tmp_path / "net.py")}
+
+
 BROKEN = [
     ("negative-target", dict(GOOD, target_loss=-1), "target_loss", "must be > 0, got -1"),
     ("missing-target", {k: v for k, v in GOOD.items() if k != "target_loss"}, "target_loss", "missing"),
