@@ -1,17 +1,17 @@
 """The capacity that jobs share, handed out through the planner.
 
-Each job asks before every epoch. The planner is run over every job of this run's latest
-demand on the whole capacity (so they share it by marginal utility), and the asking job gets
-the smaller of its share and what it can use of the capacity that is free right now. A job
-whose minimum does not fit waits here until another job releases its functions.
+Each job asks before every epoch. The planner is run over every running job's latest
+demand on the whole capacity (so they share it by marginal utility, oldest job first for
+the minimums), and the asking job gets the smaller of its share and what it can use of the
+capacity that is free right now. A job whose minimum does not fit waits here until
+another job releases its functions.
 
-With a state store, every grant is also a lease in it: jobs of other `coach submit`
-processes on the same machine (same COACH_HOME) count as holding their cores, so two
-submits in two terminals do not oversubscribe the machine, and a job waiting for cores is
-queued in the store so that a job of another process which releases its cores between
-epochs cannot take them straight back (first come, first served across processes).
-Marginal utility is shared only among the jobs of one run (their speed models live in its
-memory).
+With a state store, the jobs of other `coach submit` processes on the same machine (same
+COACH_HOME) take part: every job publishes its demand (speed model, epochs left, limits)
+in the store, so each process plans over all jobs and they agree on the shares; every
+grant is a lease in the store, so two submits in two terminals do not oversubscribe the
+machine; and a job waiting for cores is queued in the store so that a job of another
+process which releases its cores between epochs cannot take them straight back.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from coach.backends.base import Capacity
-from coach.plan import Allocation, JobDemand, RunningJob, expected_wait, plan
-from coach.plan.planner import min_resources
+from coach.plan import (Allocation, JobDemand, RunningJob, demand_from_json, demand_to_json, expected_wait,
+                        min_resources, plan)
 from coach.state.store import Store, own_identity
 
 RECHECK_S = 1.0
@@ -38,6 +38,14 @@ class _Held:
     epoch_s: float | None           # predicted length of the epoch it runs (None: unknown)
 
 
+@dataclass
+class _Elsewhere:
+    """The jobs of other `coach submit` processes, as read from the state store."""
+
+    running: list[RunningJob]                   # their leases: capacity held, and until when
+    demands: list[tuple[float, JobDemand]]      # (first asked, demand) of each of their jobs
+
+
 class Coordinator:
     def __init__(self, capacity: Capacity, store: Store | None = None) -> None:
         self.capacity = capacity
@@ -45,6 +53,7 @@ class Coordinator:
         self._cond = threading.Condition()
         self._demands: dict[str, JobDemand] = {}
         self._held: dict[str, _Held] = {}
+        self._since: dict[str, float] = {}      # wall time each job first asked: its priority
 
     def fits_alone(self, demand: JobDemand) -> bool:
         cpu, mem = min_resources(demand)
@@ -62,6 +71,10 @@ class Coordinator:
         """
         job_id = demand.job_id
         start, asked_at = time.monotonic(), time.time()
+        with self._cond:
+            since = self._since.setdefault(job_id, asked_at)
+        if self._store is not None:
+            self._store.publish_demand(job_id, since, demand_to_json(demand))
         while True:
             others = self._others()
             with self._cond:
@@ -95,32 +108,47 @@ class Coordinator:
             self._store.set_lease_epoch_s(job_id, predicted)
         return grant
 
-    def _others(self) -> list[RunningJob]:
-        """Capacity held by jobs of other `coach submit` processes, with when it frees up."""
+    def _others(self) -> _Elsewhere:
+        """What the jobs of other `coach submit` processes hold and want."""
         if self._store is None:
-            return []
+            return _Elsewhere([], [])
         me, now = own_identity(), time.time()
-        return [RunningJob(math.inf if l.epoch_s is None else max(0.0, l.since + l.epoch_s - now),
-                           l.cpu, l.memory_gib)
-                for l in self._store.leases() if l.owner != me]
+        running = [RunningJob(math.inf if l.epoch_s is None else max(0.0, l.since + l.epoch_s - now),
+                              l.cpu, l.memory_gib)
+                   for l in self._store.leases() if l.owner != me]
+        demands = []
+        for d in self._store.demands():
+            if d.owner == me:
+                continue
+            try:
+                demands.append((d.since, demand_from_json(d.demand)))
+            except (ValueError, KeyError, TypeError):
+                continue   # written by another version of Coach: its leases still count
+        return _Elsewhere(running, demands)
 
-    def _running(self, job_id: str, others: list[RunningJob]) -> list[RunningJob]:
+    def _running(self, job_id: str, others: _Elsewhere) -> list[RunningJob]:
         """Everything holding capacity except `job_id`: this run's other jobs and other processes'."""
         now = time.monotonic()
         return [RunningJob(math.inf if h.epoch_s is None else max(0.0, h.since + h.epoch_s - now),
-                           h.cpu, h.memory_gib) for j, h in self._held.items() if j != job_id] + others
+                           h.cpu, h.memory_gib) for j, h in self._held.items() if j != job_id] + others.running
 
-    def _free(self, job_id: str, others: list[RunningJob]) -> tuple[float, float]:
+    def _everyone(self, others: _Elsewhere) -> list[JobDemand]:
+        """Every running job's demand, this run's and other processes', oldest first."""
+        mine = [(self._since[j], d) for j, d in self._demands.items()]
+        theirs = [(t, d) for t, d in others.demands if d.job_id not in self._demands]
+        return [d for _, d in sorted(mine + theirs, key=lambda x: (x[0], x[1].job_id))]
+
+    def _free(self, job_id: str, others: _Elsewhere) -> tuple[float, float]:
         held = self._running(job_id, others)
         return (self.capacity.cpu - sum(h.cpu for h in held),
                 self.capacity.memory_gib - sum(h.memory_gib for h in held))
 
-    def _grant(self, demand: JobDemand, others: list[RunningJob]) -> Allocation | None:
+    def _grant(self, demand: JobDemand, others: _Elsewhere) -> Allocation | None:
         free_cpu, free_mem = self._free(demand.job_id, others)
         now = plan([demand], free_cpu, free_mem).get(demand.job_id)
         if now is None:
             return None
-        share = plan(list(self._demands.values()), self.capacity.cpu, self.capacity.memory_gib,
+        share = plan(self._everyone(others), self.capacity.cpu, self.capacity.memory_gib,
                      backfill=True).get(demand.job_id)
         if share is None or demand.static is not None:
             return now
@@ -130,7 +158,7 @@ class Coordinator:
         return replace(share, workers=w, servers=s,
                        reason=f"{share.reason}; limited to ({w}, {s}) by the capacity free now")
 
-    def _why_waiting(self, demand: JobDemand, others: list[RunningJob], queued: bool) -> str:
+    def _why_waiting(self, demand: JobDemand, others: _Elsewhere, queued: bool) -> str:
         with self._cond:
             running = self._running(demand.job_id, others)
         free_cpu = self.capacity.cpu - sum(h.cpu for h in running)
@@ -147,6 +175,9 @@ class Coordinator:
             self._held.pop(job_id, None)
             if done:
                 self._demands.pop(job_id, None)
+                self._since.pop(job_id, None)
             self._cond.notify_all()
         if self._store is not None:
             self._store.drop_lease(job_id)   # best effort: a store error must not keep the cores here
+            if done:
+                self._store.drop_demand(job_id)

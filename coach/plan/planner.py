@@ -24,9 +24,10 @@ to the earlier job, then to the worker step.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from coach.estimate.cost import DEFAULT_PRICES, DEFAULT_RESOURCES, Prices, RoleResources, epoch_cost
 from coach.estimate.speed import SpeedModel
@@ -50,6 +51,23 @@ class JobDemand:
     resources: Mapping[str, RoleResources] = field(default_factory=lambda: dict(DEFAULT_RESOURCES))
     epoch_budget: float | None = None   # predicted epoch cost must stay ≤ this; None = no limit
     prices: Prices = DEFAULT_PRICES
+
+
+def demand_to_json(d: JobDemand) -> str:
+    """A demand as JSON, so that jobs of other `coach submit` processes can plan with it."""
+    return json.dumps(asdict(d))
+
+
+def demand_from_json(text: str) -> JobDemand:
+    """The inverse of `demand_to_json`; ValueError (or KeyError/TypeError) if `text` is not one."""
+    o = json.loads(text)
+    speed = o["speed"]
+    if speed is not None:
+        speed = SpeedModel(**{**speed, "coef": tuple(speed["coef"]),
+                              "points": tuple(tuple(p) for p in speed["points"])})
+    return JobDemand(**{**o, "speed": speed, "static": None if o["static"] is None else tuple(o["static"]),
+                        "resources": {r: RoleResources(**v) for r, v in o["resources"].items()},
+                        "prices": Prices(**o["prices"])})
 
 
 @dataclass(frozen=True)

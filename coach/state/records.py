@@ -72,4 +72,14 @@ class Lease:
     epoch_s: float | None = None    # predicted length of the epoch it runs; None: unknown
 
 
+@dataclass(frozen=True)
+class SharedDemand:
+    """A running job's latest planner demand, published for the jobs of other processes."""
+
+    job_id: str
+    owner: str                  # identity of the `coach submit` process running the job
+    since: float                # wall time the job first asked for capacity: its priority
+    demand: str                 # JSON of coach.plan.JobDemand
+
+
 FINAL_STATUSES = frozenset({"succeeded", "failed", "budget_exhausted", "max_epochs", "stopped"})

@@ -1,10 +1,11 @@
-"""The embedded state store: one SQLite file with jobs, epochs, events and capacity leases.
+"""The embedded state store: one SQLite file with jobs, epochs, events, capacity leases and demands.
 
 SQLite in WAL mode lets `coach status` read while `coach submit` writes, from other
 processes. Every operation opens its own short connection, so job threads never share one.
 An epoch is keyed by (job, phase, epoch): it can be recorded once, never twice. A lease is
 the capacity a running epoch holds; leases are how separate `coach submit` processes on one
-machine avoid handing out the same cores twice.
+machine avoid handing out the same cores twice. A demand is what the planner needs to know
+about a running job; with them every process plans over all jobs on the machine.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from coach.errors import StateError
-from coach.state.records import EpochRecord, JobRecord, Lease
+from coach.state.records import EpochRecord, JobRecord, Lease, SharedDemand
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -44,6 +45,9 @@ CREATE TABLE IF NOT EXISTS leases (
 CREATE TABLE IF NOT EXISTS lease_waits (
     job_id TEXT PRIMARY KEY, pid INTEGER NOT NULL, owner TEXT NOT NULL, cpu REAL NOT NULL,
     memory_gib REAL NOT NULL, since REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS demands (
+    job_id TEXT PRIMARY KEY, pid INTEGER NOT NULL, owner TEXT NOT NULL, since REAL NOT NULL,
+    demand TEXT NOT NULL);
 """
 
 _JOB_COLUMNS = ("job_id", "name", "spec_path", "status", "target_loss", "budget", "spent", "workers",
@@ -255,6 +259,31 @@ class Store:
             with self._connect() as c:
                 c.execute("DELETE FROM leases WHERE job_id = ? AND owner = ?", (job_id, owner))
                 c.execute("DELETE FROM lease_waits WHERE job_id = ? AND owner = ?", (job_id, owner))
+        except StateError:
+            return False
+        return True
+
+    # -- planner demands: marginal utility across processes ---------------------------------
+    def publish_demand(self, job_id: str, since: float, demand: str) -> None:
+        """Publish (or update) this process's job's latest demand, first asked at `since`."""
+        with self._connect() as c:
+            c.execute("INSERT OR REPLACE INTO demands (job_id, pid, owner, since, demand) VALUES (?, ?, ?, ?, ?)",
+                      (job_id, os.getpid(), own_identity(), since, demand))
+
+    def demands(self) -> list[SharedDemand]:
+        """Demands of running jobs of live processes, oldest first; a dead process's are dropped."""
+        with self._connect() as c:
+            rows = c.execute("SELECT * FROM demands ORDER BY since, job_id").fetchall()
+            dead = [(r["job_id"], r["owner"]) for r in rows if not _alive(r["pid"], r["owner"])]
+            c.executemany("DELETE FROM demands WHERE job_id = ? AND owner = ?", dead)
+        return [SharedDemand(r["job_id"], r["owner"], r["since"], r["demand"]) for r in rows
+                if (r["job_id"], r["owner"]) not in dead]
+
+    def drop_demand(self, job_id: str) -> bool:
+        """The job has ended: withdraw its demand. Best effort, like `drop_lease`."""
+        try:
+            with self._connect() as c:
+                c.execute("DELETE FROM demands WHERE job_id = ? AND owner = ?", (job_id, own_identity()))
         except StateError:
             return False
         return True

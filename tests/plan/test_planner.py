@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from coach.estimate import Prices, RoleResources, SpeedSample, epoch_cost, fit_speed
-from coach.plan import Allocation, JobDemand, RunningJob, expected_wait, min_resources, plan, plan_with_waits
+from coach.plan import (Allocation, JobDemand, RunningJob, demand_from_json, demand_to_json, expected_wait,
+                        min_resources, plan, plan_with_waits)
 
 RES = {"scheduler": RoleResources(0.1, 0.25), "server": RoleResources(0.5, 0.5), "worker": RoleResources(1.0, 1.0)}
 GRID = [(1, 1), (2, 1), (1, 2), (2, 2), (3, 1), (3, 2), (4, 2), (4, 1)]
@@ -161,3 +162,14 @@ def test_waiting_jobs_are_told_why():
     assert out == {"big": None, "c": None}
     assert waits["big"] == "its minimum (4 workers, 2 servers) needs 5.1 cores and 5.25 GiB; 3.3 cores and 64 GiB are free"
     assert waits["c"] == "an earlier job is waiting for capacity"
+
+
+@pytest.mark.parametrize("demand", [
+    job("fitted", scaling_speed(), epoch_budget=0.5, prices=Prices(0.001, 0.0002), max_workers=3),
+    job("nearest", fit_speed([SpeedSample(1, 1, 900, 64), SpeedSample(2, 1, 1000, 128)])),
+    job("new", None, remaining_epochs=None, static=(2, 1)),
+], ids=["fitted", "nearest", "no-speed-static"])
+def test_demand_survives_json_for_other_processes(demand):
+    back = demand_from_json(demand_to_json(demand))
+    assert back == demand
+    assert plan([back], 16, 64) == plan([demand], 16, 64)

@@ -4,6 +4,9 @@ Reads commands on stdin, answers one line each:
   take JOB CPU EPOCH_S   → ok | no      (of CAPACITY_CPU cores; memory: 1 GiB of 8)
   drop JOB               → ok
   race JOB CPU N         → "GRANTED DOUBLED": N rounds of take, count the leases held, drop
+  ask JOB                → "W S": one epoch's grant to `scaling_demand(JOB)` through a Coordinator
+                           on SHARED_CAPACITY (its demand stays published, as between epochs)
+  done JOB               → ok: the job ended (its demand is withdrawn)
 """
 
 from __future__ import annotations
@@ -12,13 +15,28 @@ import sys
 import time
 from pathlib import Path
 
+from coach.backends.base import Capacity
+from coach.estimate.cost import DEFAULT_RESOURCES
+from coach.estimate.speed import SpeedModel
+from coach.job.coordinator import Coordinator
+from coach.plan import JobDemand
 from coach.state.store import Store
 
 CAPACITY_CPU = 1.0
+SHARED_CAPACITY = Capacity(cpu=4.0, memory_gib=64.0)
+
+
+def scaling_demand(job_id: str) -> JobDemand:
+    """A job that gains from more workers and servers: +9% for a 2nd worker, +3.5% for a 2nd server."""
+    speed = SpeedModel(form="quadratic", coef=(10.0, 8.0, 10.0, 4.0, 2000.0), global_batch=64.0, mape=0.01,
+                       n_configs=6)
+    return JobDemand(job_id=job_id, speed=speed, remaining_epochs=10.0, samples_per_epoch=4000.0,
+                     resources=DEFAULT_RESOURCES)
 
 
 def main(db: str) -> None:
     store = Store(Path(db))
+    coordinator = Coordinator(SHARED_CAPACITY, store)
     for line in sys.stdin:
         cmd, job, *args = line.split()
         if cmd == "take":
@@ -39,6 +57,13 @@ def main(db: str) -> None:
                     doubled += len(store.leases()) > 1
                     store.drop_lease(job)
             print(granted, doubled, flush=True)
+        elif cmd == "ask":
+            grant = coordinator.acquire(scaling_demand(job), timeout_s=10)
+            coordinator.release(job)
+            print("none" if grant is None else f"{grant.workers} {grant.servers}", flush=True)
+        elif cmd == "done":
+            coordinator.release(job, done=True)
+            print("ok", flush=True)
 
 
 if __name__ == "__main__":

@@ -15,10 +15,11 @@ import pytest
 
 from coach.backends.base import Capacity
 from coach.job.coordinator import Coordinator
-from coach.plan import JobDemand
+from coach.plan import JobDemand, plan
 from coach.spec import DEFAULT_RESOURCES
 from coach.state.store import Store, process_identity
 from tests.conftest import ROOT
+from tests.unit.lease_process import SHARED_CAPACITY, scaling_demand
 
 
 def demand(job_id: str, static: tuple[int, int] | None = None) -> JobDemand:
@@ -168,3 +169,27 @@ def test_two_processes_never_hold_the_last_cores_at_once(store: Store) -> None:
         granted, doubled = map(int, a.split())
         assert granted > 0 and doubled == 0, answers
 
+
+
+def test_jobs_of_two_processes_share_the_capacity_by_marginal_utility(store: Store, other: OtherProcess) -> None:
+    coord = Coordinator(SHARED_CAPACITY, store)
+    alone = coord.acquire(scaling_demand("a"), timeout_s=3)
+    coord.release("a")                                # between epochs: holds nothing, still running
+    assert alone.workers > 4, "alone, the job should grow over most of the 4 cores"
+    both = plan([scaling_demand("a"), scaling_demand("b")], SHARED_CAPACITY.cpu, SHARED_CAPACITY.memory_gib,
+                backfill=True)                        # a asked first: it is first in the order
+    assert other("ask", "b") == f"{both['b'].workers} {both['b'].servers}", "the other process plans over a too"
+    shared = coord.acquire(scaling_demand("a"), timeout_s=3)
+    coord.release("a")
+    assert (shared.workers, shared.servers) == (both["a"].workers, both["a"].servers)
+    assert shared.workers < alone.workers
+    assert other("done", "b") == "ok"                 # b ended: a may grow again
+    again = coord.acquire(scaling_demand("a"), timeout_s=3)
+    assert (again.workers, again.servers) == (alone.workers, alone.servers)
+    coord.release("a")
+    assert other("ask", "c") != "none"
+    other.kill()                                      # a process that dies takes its demand with it
+    after = coord.acquire(scaling_demand("a"), timeout_s=3)
+    assert (after.workers, after.servers) == (alone.workers, alone.servers)
+    coord.release("a", done=True)
+    assert store.demands() == []
