@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from coach import quantities
-from coach.data import DATASET_OPTIONS, DATASETS, SYNTHETIC_DEFAULTS
+from coach.data import DATASET_OPTIONS, DATASETS, SYNTHETIC_DEFAULTS, train_size
 from coach.errors import SpecError
 from coach.estimate.cost import (DEFAULT_CPU_CORE_SECOND_PRICE, DEFAULT_GIB_SECOND_PRICE, DEFAULT_RESOURCES, Prices,
                                  RoleResources)
@@ -291,9 +291,14 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
         raise r.fail("workers", f"must be <= max_workers ({max_workers}), got {workers}")
     if servers > max_servers:
         raise r.fail("servers", f"must be <= max_servers ({max_servers}), got {servers}")
+    model, dataset = _model(r, base), _dataset(r, base)
     batch_size = r.number("batch_size", 64, integer=True, ge=1)
     if batch_size < max_workers:
         raise r.fail("batch_size", f"must be >= max_workers ({max_workers}) so every worker gets a sample per step")
+    n_train = train_size(dataset["name"], dataset)
+    if batch_size > n_train:
+        raise r.fail("batch_size", f"{batch_size} is more than the {n_train} training samples of "
+                                   f"{dataset['name']}: every epoch would be a single step")
     prices = data.get("prices")
     prices = {} if prices is None else prices
     if not isinstance(prices, dict) or set(prices) - {"cpu_core_second", "gib_second"}:
@@ -307,7 +312,7 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
         raise r.fail("consecutive", f"must be <= max_epochs ({max_epochs}): the stop rule needs "
                                     f"{consecutive} training epochs in a row, got {consecutive}")
     return JobSpec(
-        source=source, name=name, model=_model(r, base), dataset=_dataset(r, base),
+        source=source, name=name, model=model, dataset=dataset,
         target_loss=r.number("target_loss", gt=0), budget=r.number("budget", gt=0),
         batch_size=batch_size, optimizer=r.choice("optimizer", OPTIMIZERS, "sgd"),
         learning_rate=r.number("learning_rate", 0.05, gt=0), momentum=momentum,

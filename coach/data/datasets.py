@@ -38,9 +38,13 @@ class Dataset:
         return tuple(self.x_train.shape[1:])
 
 
+def _validation_size(n: int) -> int:
+    return max(1, int(n * VALIDATION_FRACTION))
+
+
 def _split(name: str, x: np.ndarray, y: np.ndarray, num_classes: int) -> Dataset:
     order = np.random.RandomState(SPLIT_SEED).permutation(len(x))
-    n_val = max(1, int(len(x) * VALIDATION_FRACTION))
+    n_val = _validation_size(len(x))
     val, train = order[:n_val], order[n_val:]
     return Dataset(name, x[train], y[train], x[val], y[val], num_classes)
 
@@ -125,6 +129,16 @@ DATASETS: dict[str, Callable[[dict[str, Any]], Dataset]] = {
     "synthetic": _synthetic,
     "cifar10": _cifar10,
 }
+
+
+SIZES: dict[str, int] = {"mnist-5k": 5000, "digits": 1797, "cifar10": 60000}
+"""Samples in each fixed dataset (the synthetic one has as many as its `samples` setting)."""
+
+
+def train_size(name: str, options: dict[str, Any]) -> int:
+    """Samples in the training split of a dataset, known without loading it."""
+    n = int({**SYNTHETIC_DEFAULTS, **options}["samples"]) if name == "synthetic" else SIZES[name]
+    return n - _validation_size(n)
 
 
 _LOADED: dict[str, Dataset] = {}
