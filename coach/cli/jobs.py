@@ -99,11 +99,10 @@ def submit(job_files: List[Path] = typer.Argument(..., help="One or more job fil
     _run(jobs, runner, json_out, store)
 
 
-def resume(job_id: str = typer.Argument(..., help="A stopped, failed, budget-exhausted or max-epochs job."),
+def resume(job_id: str = typer.Argument(..., help="A stopped, failed, budget-exhausted, max-epochs or "
+                                                  "interrupted job."),
            budget: Optional[float] = typer.Option(None, help="Raise the job's budget to this.", min=0),
            max_epochs: Optional[int] = typer.Option(None, "--max-epochs", help="Raise the job's max_epochs.", min=1),
-           force: bool = typer.Option(False, "--force", help="Also resume a job whose coach process died "
-                                      "without recording a final status (make sure it is not running)."),
            backend: str = BackendOpt, cpu: Optional[float] = CpuOpt, json_out: bool = JsonOpt) -> None:
     """Continue a job from its last checkpoint and its recorded epochs."""
     import dataclasses
@@ -114,9 +113,9 @@ def resume(job_id: str = typer.Argument(..., help="A stopped, failed, budget-exh
     job = store.job(job_id)
     if job.status == "succeeded":
         raise CoachError(f"{job.job_id} already succeeded; nothing to resume")
-    if job.status not in FINAL_STATUSES and not force:
-        raise CoachError(f"{job.job_id} is {job.status}: it is running, or its coach process died; "
-                         "if no `coach submit` runs it any more, resume it with --force")
+    if job.status not in FINAL_STATUSES:
+        raise CoachError(f"{job.job_id} is {job.status} in another coach process; "
+                         f"`coach stop {job.job_id}` stops it after its current epoch")
     spec = spec_from_dict(store.spec(job.job_id))
     trained = sum(1 for e in store.epochs(job.job_id) if e.phase == "training")
     limit = max_epochs or spec.max_epochs
@@ -129,6 +128,9 @@ def resume(job_id: str = typer.Argument(..., help="A stopped, failed, budget-exh
         raise CoachError(f"{job.job_id} has spent {job.spent:.4g}; give a --budget above that")
     spec = dataclasses.replace(spec, budget=budget if budget is not None else spec.budget, max_epochs=limit)
     runner = _backend(backend, cpu, store)
+    other = store.claim_job(job.job_id)
+    if other is not None:   # another `coach resume` of it started meanwhile
+        raise CoachError(f"{job.job_id} was just resumed by coach process {other}")
     store.update_job(job.job_id, status="queued", stop_requested=0, message="resumed", budget=spec.budget,
                      spec=dataclasses.asdict(spec))
     store.add_event(job.job_id, "resumed", f"from epoch {job.epoch}")
@@ -140,7 +142,7 @@ def stop(job_id: str = typer.Argument(...)) -> None:
     store = Store()
     job = store.job(job_id)
     if job.status in FINAL_STATUSES:
-        raise CoachError(f"{job.job_id} already ended: {job.status}")
+        raise CoachError(f"{job.job_id} is not running ({job.status}): {job.message}")
     store.update_job(job.job_id, stop_requested=1)
     console.print(f"{job.job_id}: stop requested")
 

@@ -20,8 +20,9 @@ def new_job_id(name: str) -> str:
 
 
 def register(spec: JobSpec, store: Store) -> str:
-    """Record a new job (status queued) and return its id."""
+    """Record a new job (status queued, run by this process) and return its id."""
     job_id = new_job_id(spec.name)
+    store.claim_job(job_id)   # before it exists: `coach status` never sees it unowned
     store.create_job(job_id, spec.name, spec.source, dataclasses.asdict(spec), spec.target_loss, spec.budget)
     store.add_event(job_id, "submitted", f"from {spec.source}")
     return job_id
@@ -30,7 +31,10 @@ def register(spec: JobSpec, store: Store) -> str:
 def run_jobs(jobs: dict[str, JobSpec], backend: Backend, store: Store,
              watch: Callable[[list[str], Callable[[], bool]], None] | None = None,
              home: Path | None = None) -> dict[str, str]:
-    """Run every job to a final status, concurrently; `watch` renders progress meanwhile."""
+    """Run every job to a final status, concurrently; `watch` renders progress meanwhile.
+
+    The caller has claimed the jobs (`Store.claim_job`): no other process runs them.
+    """
     coordinator = Coordinator(backend.capacity, store)
     statuses: dict[str, str] = {}
     home = home or coach_home()
@@ -44,6 +48,8 @@ def run_jobs(jobs: dict[str, JobSpec], backend: Backend, store: Store,
             store.update_job(job_id, status="failed", message=message)
             store.add_event(job_id, "failed", message)
             statuses[job_id] = "failed"
+        finally:
+            store.release_job(job_id)
 
     threads = [threading.Thread(target=one, args=(jid, spec), name=f"job-{jid}", daemon=True)
                for jid, spec in jobs.items()]

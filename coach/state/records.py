@@ -37,7 +37,8 @@ class EpochRecord:
 
 @dataclass
 class JobRecord:
-    """A job as the store knows it: queued, tuning, training, or one of FINAL_STATUSES."""
+    """A job as the store knows it: queued, tuning, training (run by a live process), or one of
+    FINAL_STATUSES."""
 
     job_id: str
     name: str
@@ -82,4 +83,6 @@ class SharedDemand:
     demand: str                 # JSON of coach.plan.JobDemand
 
 
-FINAL_STATUSES = frozenset({"succeeded", "failed", "budget_exhausted", "max_epochs", "stopped"})
+FINAL_STATUSES = frozenset({"succeeded", "failed", "budget_exhausted", "max_epochs", "stopped", "interrupted"})
+"""Statuses of a job that no process runs. "interrupted" is never stored: the store reports it
+for a job left queued, tuning or training by a `coach submit` that is gone."""

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from coach.errors import StateError
-from coach.state.records import EpochRecord, JobRecord, Lease, SharedDemand
+from coach.state.records import FINAL_STATUSES, EpochRecord, JobRecord, Lease, SharedDemand
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -45,6 +45,8 @@ CREATE TABLE IF NOT EXISTS leases (
 CREATE TABLE IF NOT EXISTS lease_waits (
     job_id TEXT PRIMARY KEY, pid INTEGER NOT NULL, owner TEXT NOT NULL, cpu REAL NOT NULL,
     memory_gib REAL NOT NULL, since REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    job_id TEXT PRIMARY KEY, pid INTEGER NOT NULL, owner TEXT NOT NULL, since REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS demands (
     job_id TEXT PRIMARY KEY, pid INTEGER NOT NULL, owner TEXT NOT NULL, since REAL NOT NULL,
     demand TEXT NOT NULL);
@@ -53,6 +55,8 @@ CREATE TABLE IF NOT EXISTS demands (
 _JOB_COLUMNS = ("job_id", "name", "spec_path", "status", "target_loss", "budget", "spent", "workers",
                 "servers", "epoch", "val_loss", "message", "created_at", "updated_at")
 _EPOCH_COLUMNS = tuple(f.name for f in fields(EpochRecord))
+_JOB_QUERY = ("SELECT jobs.*, runs.pid AS run_pid, runs.owner AS run_owner "
+              "FROM jobs LEFT JOIN runs USING (job_id)")
 
 
 def coach_home() -> Path:
@@ -121,6 +125,13 @@ class Store:
     def _row_to_job(self, row: sqlite3.Row) -> JobRecord:
         job = JobRecord(**{k: row[k] for k in _JOB_COLUMNS})
         job.eta = json.loads(row["eta_json"] or "{}")
+        if job.status not in FINAL_STATUSES and not (row["run_pid"] and _alive(row["run_pid"], row["run_owner"])):
+            # nobody runs it: its `coach submit` was killed (or the machine rebooted) mid-job
+            pid = f" (pid {row['run_pid']})" if row["run_pid"] else ""
+            job.message = (f"its coach process{pid} ended "
+                           f"while it was {job.status}; `coach resume {job.job_id}` continues from its last "
+                           "checkpoint")
+            job.status = "interrupted"
         return job
 
     def resolve(self, job_id: str) -> str:
@@ -142,7 +153,7 @@ class Store:
     def job(self, job_id: str) -> JobRecord:
         full = self.resolve(job_id)
         with self._connect() as c:
-            row = c.execute("SELECT * FROM jobs WHERE job_id = ?", (full,)).fetchone()
+            row = c.execute(_JOB_QUERY + " WHERE job_id = ?", (full,)).fetchone()
         return self._row_to_job(row)
 
     def _column(self, job_id: str, column: str) -> Any:
@@ -162,7 +173,7 @@ class Store:
 
     def jobs(self) -> list[JobRecord]:
         with self._connect() as c:
-            rows = c.execute("SELECT * FROM jobs ORDER BY created_at").fetchall()
+            rows = c.execute(_JOB_QUERY + " ORDER BY created_at").fetchall()
         return [self._row_to_job(r) for r in rows]
 
     # -- epochs ----------------------------------------------------------------------------
@@ -195,6 +206,28 @@ class Store:
             rows = c.execute("SELECT ts, kind, message FROM events WHERE job_id = ? ORDER BY id",
                              (self.resolve(job_id),)).fetchall()
         return [dict(r) for r in rows]
+
+    # -- which process runs a job ----------------------------------------------------------
+    def claim_job(self, job_id: str) -> int | None:
+        """Make this process the one running `job_id`, unless a live process already is: then
+        nothing changes and its pid is returned. One IMMEDIATE transaction, so two
+        `coach resume` of one job cannot both run it."""
+        with self._connect() as c:
+            c.execute("BEGIN IMMEDIATE")
+            row = c.execute("SELECT pid, owner FROM runs WHERE job_id = ?", (job_id,)).fetchone()
+            if row and row["owner"] != own_identity() and _alive(row["pid"], row["owner"]):
+                return int(row["pid"])
+            c.execute("INSERT OR REPLACE INTO runs (job_id, pid, owner, since) VALUES (?, ?, ?, ?)",
+                      (job_id, os.getpid(), own_identity(), time.time()))
+        return None
+
+    def release_job(self, job_id: str) -> None:
+        """This process no longer runs `job_id` (best effort: a dead owner counts as none)."""
+        try:
+            with self._connect() as c:
+                c.execute("DELETE FROM runs WHERE job_id = ? AND owner = ?", (job_id, own_identity()))
+        except StateError:
+            pass
 
     # -- capacity leases -------------------------------------------------------------------
     def leases(self) -> list[Lease]:

@@ -77,3 +77,24 @@ def test_interrupting_submit_stops_the_job_and_leaves_no_process(tmp_path: Path,
     assert rec["status"] == "stopped"
     assert _wait_no_processes_of(coach_home, timeout=15), "a function process outlived the interrupted run"
     assert json.loads(run_coach("history", rec["job_id"], "--json", check=True).stdout), "recorded epochs kept"
+
+
+def test_a_killed_submit_shows_interrupted_and_resumes_without_force(tmp_path: Path, coach_home: Path) -> None:
+    job = write_job(tmp_path / "k.yaml", name="k", **dict(FAST_JOB, allocation="static", workers=1, servers=1,
+                                                            target_loss=0.1))
+    proc, job_id = _submit_until(job, lambda j: j["status"] == "training" and j["epoch"] >= 1)
+    busy = run_coach("resume", job_id)
+    assert busy.returncode == 1 and f"in another coach process" in busy.stderr, busy.stderr
+    proc.kill()                                   # kill -9: no chance to record an end
+    proc.communicate(timeout=60)
+    [rec] = json.loads(run_coach("status", "--json", check=True).stdout)
+    assert rec["status"] == "interrupted" and f"pid {proc.pid}" in rec["message"], rec
+    stop = run_coach("stop", job_id)
+    assert stop.returncode == 1 and "not running (interrupted)" in stop.stderr, stop.stderr
+    before = json.loads(run_coach("history", job_id, "--json", check=True).stdout)
+    again = run_coach("resume", job_id, "--json")
+    assert again.returncode == 0, again.stderr
+    [rec] = json.loads(again.stdout)
+    assert rec["status"] == "succeeded"
+    after = json.loads(run_coach("history", job_id, "--json", check=True).stdout)
+    assert after[:len(before)] == before, "what was recorded before the kill is intact"

@@ -7,6 +7,7 @@ Reads commands on stdin, answers one line each:
   ask JOB                → "W S": one epoch's grant to `scaling_demand(JOB)` through a Coordinator
                            on SHARED_CAPACITY (its demand stays published, as between epochs)
   done JOB               → ok: the job ended (its demand is withdrawn)
+  claim JOB              → ok | PID of the live process that runs JOB
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ def main(db: str) -> None:
             grant = coordinator.acquire(scaling_demand(job), timeout_s=10)
             coordinator.release(job)
             print("none" if grant is None else f"{grant.workers} {grant.servers}", flush=True)
+        elif cmd == "claim":
+            other = store.claim_job(job)
+            print("ok" if other is None else other, flush=True)
         elif cmd == "done":
             coordinator.release(job, done=True)
             print("ok", flush=True)

@@ -193,3 +193,18 @@ def test_jobs_of_two_processes_share_the_capacity_by_marginal_utility(store: Sto
     assert (after.workers, after.servers) == (alone.workers, alone.servers)
     coord.release("a", done=True)
     assert store.demands() == []
+
+
+def test_a_job_is_run_by_one_live_process_and_shows_interrupted_when_it_dies(store: Store,
+                                                                              other: OtherProcess) -> None:
+    store.create_job("j", "j", "j.yaml", {}, 0.1, 1.0)
+    assert other("claim", "j") == "ok"
+    assert store.job("j").status == "queued", "run by the other process"
+    assert store.claim_job("j") == other.proc.pid, "a second process may not run it too"
+    other.kill()
+    job = store.job("j")
+    assert job.status == "interrupted" and f"pid {other.proc.pid}" in job.message and "coach resume j" in job.message
+    assert store.claim_job("j") is None and store.job("j").status == "queued"
+    store.update_job("j", status="stopped")
+    store.release_job("j")
+    assert store.job("j").status == "stopped", "a job that ended is not 'interrupted'"
