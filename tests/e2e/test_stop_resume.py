@@ -84,7 +84,7 @@ def test_a_killed_submit_shows_interrupted_and_resumes_without_force(tmp_path: P
                                                             target_loss=0.1))
     proc, job_id = _submit_until(job, lambda j: j["status"] == "training" and j["epoch"] >= 1)
     busy = run_coach("resume", job_id)
-    assert busy.returncode == 1 and f"in another coach process" in busy.stderr, busy.stderr
+    assert busy.returncode == 1 and "in another coach process" in busy.stderr, busy.stderr
     proc.kill()                                   # kill -9: no chance to record an end
     proc.communicate(timeout=60)
     [rec] = json.loads(run_coach("status", "--json", check=True).stdout)
