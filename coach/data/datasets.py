@@ -112,11 +112,28 @@ def _cifar10(options: dict[str, Any]) -> Dataset:
         raise SpecError("dataset", "path", f"{root}: missing {', '.join(missing)}; {CIFAR_HELP}")
     xs, ys = [], []
     for n in CIFAR_FILES:
-        with open(root / n, "rb") as f:
-            batch = pickle.load(f, encoding="bytes")
-        xs.append(np.asarray(batch[b"data"], dtype=np.float32).reshape(-1, 3, 32, 32) / 255.0)
-        ys.append(np.asarray(batch[b"labels"], dtype=np.int64))
+        x, y = _cifar_batch(root / n)
+        xs.append(x)
+        ys.append(y)
     return _split("cifar10", np.concatenate(xs), np.concatenate(ys), 10)
+
+
+def _cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """One python-pickle batch: b"data" (N, 3072) uint8, b"labels" N classes in 0..9."""
+    try:
+        with open(path, "rb") as f:
+            batch = pickle.load(f, encoding="bytes")
+        data, labels = batch[b"data"], batch[b"labels"]
+        x = np.asarray(data, dtype=np.float32).reshape(-1, 3, 32, 32) / 255.0
+        y = np.asarray(labels, dtype=np.int64).reshape(-1)
+    except Exception as e:   # truncated, not a pickle, another layout: say which file
+        raise SpecError("dataset", "path", f"{path} is not a CIFAR-10 python batch "
+                                           f"({type(e).__name__}: {e}); {CIFAR_HELP}") from None
+    if len(x) != len(y) or len(y) == 0 or y.min() < 0 or y.max() > 9:
+        raise SpecError("dataset", "path", f"{path}: {len(x)} images and {len(y)} labels"
+                                           f"{'' if len(y) == 0 else f' in {y.min()}..{y.max()}'}; "
+                                           "a CIFAR-10 batch has one label in 0..9 per image")
+    return x, y
 
 
 DATASET_OPTIONS: dict[str, tuple[str, ...]] = {"mnist-5k": (), "digits": (), "cifar10": ("path",),

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from coach.backends.base import Backend
+from coach.errors import CoachError
 from coach.job.coordinator import Coordinator
 from coach.job.loop import JobLoop, JobRun
 from coach.spec import JobSpec
@@ -44,7 +45,7 @@ def run_jobs(jobs: dict[str, JobSpec], backend: Backend, store: Store,
             loop = JobLoop(JobRun(spec, job_id, store, backend, coordinator, home / "jobs" / job_id))
             statuses[job_id] = loop.run_job()
         except Exception as e:  # the loop could not even start (e.g. dataset unreadable)
-            message = f"could not start: {type(e).__name__}: {e}"
+            message = f"could not start: {e if isinstance(e, CoachError) else f'{type(e).__name__}: {e}'}"
             store.update_job(job_id, status="failed", message=message)
             store.add_event(job_id, "failed", message)
             statuses[job_id] = "failed"

@@ -2,12 +2,54 @@
 
 from __future__ import annotations
 
+import pickle
+from pathlib import Path
+
+import numpy as np
 import pytest
 
 from coach.data import load_dataset, train_size
+from coach.data.datasets import CIFAR_FILES
+from coach.errors import SpecError
 
 
 @pytest.mark.parametrize("name,options", [("mnist-5k", {}), ("digits", {}), ("synthetic", {}),
                                           ("synthetic", {"samples": 101, "shape": [2]})])
 def test_train_size_is_the_loaded_training_split(name: str, options: dict) -> None:
     assert train_size(name, options) == len(load_dataset(name, options).x_train)
+
+
+def _write_cifar(folder: Path, per_batch: int = 4, **override) -> None:
+    """Batches in CIFAR-10's python layout (a pickled dict of bytes keys), tiny."""
+    rng = np.random.RandomState(0)
+    folder.mkdir(exist_ok=True)
+    for name in CIFAR_FILES:
+        batch = {b"data": rng.randint(0, 256, size=(per_batch, 3072)).astype(np.uint8),
+                 b"labels": list(rng.randint(0, 10, size=per_batch)), b"batch_label": name.encode()}
+        batch.update(override.get(name, {}))
+        with open(folder / name, "wb") as f:
+            pickle.dump(batch, f, protocol=2)
+
+
+def test_cifar10_batches_load_as_images_in_unit_range(tmp_path: Path) -> None:
+    _write_cifar(tmp_path / "c")
+    data = load_dataset("cifar10", {"path": str(tmp_path / "c")})
+    assert data.sample_shape == (3, 32, 32) and len(data.x_train) + len(data.x_val) == 24
+    assert 0.0 <= data.x_train.min() and data.x_train.max() <= 1.0 and data.num_classes == 10
+
+
+@pytest.mark.parametrize("override,problem", [
+    ({"data_batch_3": None}, "data_batch_3 is not a CIFAR-10 python batch (UnpicklingError"),
+    ({"data_batch_2": {b"data": np.zeros((4, 100), np.uint8)}}, "data_batch_2 is not a CIFAR-10 python batch "
+                                                                 "(ValueError: cannot reshape"),
+    ({"test_batch": {b"labels": [0, 1, 2, 12]}}, "test_batch: 4 images and 4 labels in 0..12"),
+    ({"data_batch_1": {b"labels": [1]}}, "data_batch_1: 4 images and 1 labels"),
+], ids=["garbage", "wrong-size", "label-out-of-range", "labels-missing"])
+def test_a_damaged_cifar10_batch_is_named(tmp_path: Path, override: dict, problem: str) -> None:
+    _write_cifar(tmp_path / "c", **{k: v for k, v in override.items() if v is not None})
+    for name, v in override.items():
+        if v is None:
+            (tmp_path / "c" / name).write_bytes(b"not a pickle")
+    with pytest.raises(SpecError) as e:
+        load_dataset("cifar10", {"path": str(tmp_path / "c")})
+    assert problem in str(e.value), str(e.value)
