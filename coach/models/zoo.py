@@ -72,3 +72,24 @@ def _user_model(path: Path, num_classes: int) -> Any:
     if not isinstance(net, Block):
         raise UserCodeError(f"{path}: build({num_classes}) returned {type(net).__name__}, not a Gluon Block")
     return net
+
+
+def first_forward(net: Any, sample_shape: tuple[int, ...], num_classes: int, file: str | None, ctx: Any) -> None:
+    """Pass one zero sample through the initialised network: that materialises Gluon's deferred
+    shapes, and shows whether a user's network gives one score per class. A network with too
+    few outputs would train anyway (the loss clips labels to its outputs) and report losses
+    that mean nothing, so that and a forward pass that raises are UserCodeError (not retried)."""
+    import mxnet as mx
+
+    try:
+        out = net(mx.nd.zeros((1,) + tuple(sample_shape), ctx=ctx))
+        shape = tuple(out.shape)
+    except Exception as e:
+        if not file:
+            raise
+        first = (str(e).strip().splitlines() or [""])[0][:300]
+        raise UserCodeError(f"{file}: the network failed on one sample of shape {tuple(sample_shape)}: "
+                            f"{type(e).__name__}: {first}") from None
+    if file and shape != (1, num_classes):
+        raise UserCodeError(f"{file}: the network outputs shape {shape[1:]} per sample; it must output "
+                            f"({num_classes},), one score per class (build gets num_classes={num_classes})")

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from coach.data import load_dataset, shard_indices
-from coach.models import build_model
+from coach.models import build_model, first_forward
 from coach.roles.protocol import EpochTask
 from coach.training import checkpoint
 
@@ -78,7 +78,7 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
     net = build_model(task.model.get("name", ""), data.num_classes, task.model.get("file"))
     mx.random.seed(int(task.hyper.get("init_seed", 42)))
     net.initialize(mx.init.Xavier(), ctx=ctx)
-    net(mx.nd.zeros((1,) + data.sample_shape, ctx=ctx))  # materialise deferred shapes
+    first_forward(net, data.sample_shape, data.num_classes, task.model.get("file"), ctx)
     # that forward pass may leave weights in MKL-DNN's own layout (ResNet's convolutions do),
     # which the kvstore cannot send ("can't generate TBlob for MKLDNN data"): back to default
     net.collect_params().reset_ctx(ctx)   # fresh arrays, copied out in the default layout

@@ -112,14 +112,29 @@ def test_two_submit_processes_share_the_machine_without_oversubscribing(tmp_path
         assert any(start < end for start, _, j in spans if j != job), f"{job} kept the core to itself"
 
 
-def test_a_model_file_that_cannot_build_fails_once_naming_the_file(tmp_path: Path, coach_home: Path) -> None:
-    (tmp_path / "net.py").write_text("def build(num_classes):\n    return 3\n")
+BROKEN_NETS = {
+    "not-a-block": ("def build(num_classes):\n    return 3\n", "build(10) returned int, not a Gluon Block"),
+    # would train and "succeed": the loss clips labels 5..9 to the last output
+    "five-outputs": ("from mxnet.gluon import nn\n\ndef build(num_classes):\n    return nn.Dense(5)\n",
+                     "the network outputs shape (5,) per sample; it must output (10,)"),
+    "forward-raises": ("from mxnet.gluon import nn\n\nclass Net(nn.Block):\n"
+                       "    def forward(self, x):\n        raise RuntimeError('boom')\n\n"
+                       "def build(num_classes):\n    return Net()\n",
+                       "the network failed on one sample of shape (1, 8, 8): RuntimeError: boom"),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN_NETS))
+def test_a_model_file_that_cannot_build_fails_once_naming_the_file(case: str, tmp_path: Path,
+                                                                   coach_home: Path) -> None:
+    source, problem = BROKEN_NETS[case]
+    (tmp_path / "net.py").write_text(source)
     job = write_job(tmp_path / "bad.yaml", name="badnet", **dict(FAST_JOB, model="net.py", allocation="static",
                                                                  workers=1, servers=1))
     proc = run_coach("submit", str(job), "--json")
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     [rec] = json.loads(proc.stdout)
     assert rec["status"] == "failed"
-    assert f"{tmp_path / 'net.py'}: build(10) returned int, not a Gluon Block" in rec["message"]
+    assert f"{tmp_path / 'net.py'}: {problem}" in rec["message"], rec["message"]
     events = json.loads(run_coach("events", rec["job_id"], "--json", check=True).stdout)
     assert not [e for e in events if e["kind"] == "retry"], "the same code fails the same way: no retries"
