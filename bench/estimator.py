@@ -34,12 +34,19 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent))
 
 from coach.errors import EstimateError  # noqa: E402
-from coach.estimate import SpeedSample, fit_convergence, fit_speed  # noqa: E402
+from coach.estimate import (  # noqa: E402
+    EXTRAPOLATION_SPREAD,
+    SpeedSample,
+    extrapolation_interval,
+    fit_convergence,
+    fit_speed,
+)
 
 TARGET_FRACTIONS = (0.5, 0.75, 1.0)
 HORIZONS = (0.2, 0.5)
 MIN_TRUE_EPOCHS = 10
 MIN_SEEN = 3
+INTERVAL_COVERAGE = 0.8   # what an 80% interval should do
 
 
 def read_curve(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -81,12 +88,16 @@ def convergence_benchmark(consecutive: int) -> tuple[list[dict], dict]:
                 seen = max(MIN_SEEN, int(math.ceil(h * n_true)))
                 try:
                     fit = fit_convergence(epochs[:seen], losses[:seen])
-                    pred = fit.epochs_to_target(target, consecutive).epoch
+                    p = fit.epochs_to_target(target, consecutive)
+                    pred, lo, hi = p.epoch, p.lo, p.hi
                 except EstimateError:
-                    pred = None
+                    pred = lo = hi = None
                 err = math.inf if pred is None else abs(pred - n_true) / n_true
                 case[f"pred@{h:.0%}"] = pred
                 case[f"err@{h:.0%}"] = err
+                case[f"covered@{h:.0%}"] = pred is not None and lo <= n_true <= (math.inf if hi is None else hi)
+                case[f"seen@{h:.0%}"] = seen
+                case[f"score@{h:.0%}"] = spread_score(pred, seen, n_true)
             cases.append(case)
     groups = {"all": cases, "recorded here": [c for c in cases if not c["curve"].startswith("ext_")],
               "published (ext_*)": [c for c in cases if c["curve"].startswith("ext_")]}
@@ -98,7 +109,54 @@ def convergence_benchmark(consecutive: int) -> tuple[list[dict], dict]:
 def _errors(cases: list[dict], h: float) -> dict:
     errs = np.array([c[f"err@{h:.0%}"] for c in cases], dtype=float)
     return {"cases": int(errs.size), "median": float(np.median(errs)),
-            "p90": float(np.percentile(errs, 90, method="higher")), "unreachable": int(np.isinf(errs).sum())}
+            "p90": float(np.percentile(errs, 90, method="higher")), "unreachable": int(np.isinf(errs).sum()),
+            # of the predictions that name an epoch: an unreachable one has no interval to judge
+            "interval_coverage": float(np.mean([c[f"covered@{h:.0%}"] for c in cases
+                                                if c[f"pred@{h:.0%}"] is not None] or [math.nan]))}
+
+
+def spread_score(pred: int | None, seen: int, n_true: int) -> float:
+    """The smallest EXTRAPOLATION_SPREAD whose interval around `pred` holds `n_true`:
+    |log(ahead predicted / ahead true)| / log(1 + ahead predicted / seen); inf for a miss
+    that no spread can cover (unreachable, or predicted inside the data but wrong)."""
+    if pred is None:
+        return math.inf
+    ahead, ahead_true = pred - seen, n_true - seen
+    if ahead <= 0 or ahead_true <= 0:
+        return 0.0 if pred == n_true else math.inf
+    return abs(math.log(ahead / ahead_true)) / math.log(1.0 + ahead / seen)
+
+
+def conformal_spread(scores: list[float]) -> float:
+    """Split-conformal quantile: the ⌈(n+1)·coverage⌉-th smallest score (Vovk; Lei et al.
+    2018), so that a new case is covered with probability ≥ coverage if cases are exchangeable."""
+    ranked = sorted(scores)
+    k = math.ceil((len(ranked) + 1) * INTERVAL_COVERAGE)
+    return ranked[min(k, len(ranked)) - 1]
+
+
+def spread_calibration(cases: list[dict]) -> dict:
+    """EXTRAPOLATION_SPREAD recalibrated on these cases, and how well such a calibration
+    carries to a curve it has not seen: each curve's cases are covered (or not) by the
+    spread calibrated on all the other curves. Only predictions that name an epoch count
+    (the interval is conditional on one: "unreachable" is judged by the error figures)."""
+    keys = [(f"pred@{h:.0%}", f"score@{h:.0%}") for h in HORIZONS]
+
+    def scores(among: list[dict]) -> list[float]:
+        return [c[score] for c in among for pred, score in keys if c[pred] is not None]
+
+    out: dict = {"spread": conformal_spread(scores(cases)), "shipped": EXTRAPOLATION_SPREAD}
+    for h in HORIZONS:
+        held_out = []
+        for c in cases:
+            pred, seen = c[f"pred@{h:.0%}"], c[f"seen@{h:.0%}"]
+            if pred is None:
+                continue
+            spread = conformal_spread(scores([o for o in cases if o["curve"] != c["curve"]]))
+            lo, hi = extrapolation_interval(pred, seen, spread)
+            held_out.append(lo <= c["true_epoch"] <= hi)
+        out[f"{h:.0%}"] = float(np.mean(held_out))
+    return out
 
 
 def speed_benchmark() -> tuple[dict[str, dict], float | None]:
@@ -126,9 +184,11 @@ def main() -> None:
     ap.add_argument("--cases", action="store_true", help="print every case")
     args = ap.parse_args()
     cases, summary = convergence_benchmark(args.consecutive)
+    calibration = spread_calibration(cases)
     speed, speed_mape = speed_benchmark()
     if args.json:
-        print(json.dumps({"convergence": summary, "speed": speed, "speed_mape": speed_mape,
+        print(json.dumps({"convergence": summary, "interval_spread": calibration,
+                          "speed": speed, "speed_mape": speed_mape,
                           "cases": cases if args.cases else len(cases)}, default=str))
         return
     if args.cases:
@@ -140,7 +200,12 @@ def main() -> None:
     for h, by_group in summary.items():
         for name, s in by_group.items():
             print(f"  after {h:>3} of the epochs, {name:<17}: median relative error {s['median']:.1%}, "
-                  f"p90 {s['p90']:.1%}, predicted unreachable {s['unreachable']}/{s['cases']}")
+                  f"p90 {s['p90']:.1%}, predicted unreachable {s['unreachable']}/{s['cases']}, "
+                  f"80% interval holds the true epoch in {s['interval_coverage']:.0%}")
+    print(f"  interval spread: shipped {calibration['shipped']:g}, recalibrated on these cases "
+          f"{calibration['spread']:.3f}; calibrated without the curve, the extrapolation interval "
+          "holds its true epoch in " + ", ".join(f"{calibration[f'{h:.0%}']:.0%} after {h:.0%}"
+                                                for h in HORIZONS))
     if speed_mape is None:
         print("speed: no data in bench/speed/*.csv (columns workers,servers,samples_per_s,global_batch)")
     else:

@@ -5,7 +5,13 @@ Dependencies point one way: the job loop and the planner import these models; th
 import nothing of Coach but its errors.
 """
 
-from coach.estimate.convergence import ConvergenceFit, EpochsPrediction, fit_convergence
+from coach.estimate.convergence import (
+    EXTRAPOLATION_SPREAD,
+    ConvergenceFit,
+    EpochsPrediction,
+    extrapolation_interval,
+    fit_convergence,
+)
 from coach.estimate.cost import (
     DEFAULT_CPU_CORE_SECOND_PRICE,
     DEFAULT_GIB_SECOND_PRICE,
@@ -26,6 +32,7 @@ __all__ = [
     "DEFAULT_CPU_CORE_SECOND_PRICE",
     "DEFAULT_GIB_SECOND_PRICE",
     "DEFAULT_PRICES",
+    "EXTRAPOLATION_SPREAD",
     "ROLES",
     "ConvergenceFit",
     "EpochsPrediction",
@@ -37,6 +44,7 @@ __all__ = [
     "epoch_budget",
     "epoch_cost",
     "eta",
+    "extrapolation_interval",
     "fit_convergence",
     "fit_speed",
     "function_cost",

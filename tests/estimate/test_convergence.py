@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from coach.errors import EstimateError
-from coach.estimate import fit_convergence
+from coach.estimate import extrapolation_interval, fit_convergence
 
 
 def curve(k, b0, b1, b2):
@@ -113,13 +113,42 @@ def test_same_data_gives_same_interval():
 
 
 def test_interval_widens_with_noise():
-    k = np.arange(1, 21)
+    # the target is met inside the data (epoch 15), so nothing is extrapolated: the
+    # width is the bootstrap's, i.e. the noise's
+    k = np.arange(1, 31)
     clean = curve(k, 0.2, 1.0, 0.2)
     noisy = clean + np.random.default_rng(7).normal(0, 0.05, k.size)
-    p_clean = fit_convergence(k, clean).epochs_to_target(0.3)
-    p_noisy = fit_convergence(k, noisy).epochs_to_target(0.3)
+    p_clean = fit_convergence(k, clean).epochs_to_target(0.46)
+    p_noisy = fit_convergence(k, noisy).epochs_to_target(0.46)
     width = (lambda p: (p.hi if p.hi is not None else 10**9) - p.lo)
+    assert p_clean.epoch == 15 and width(p_clean) <= 1
     assert width(p_noisy) > width(p_clean)
+
+
+@pytest.mark.parametrize(
+    ("point", "seen", "spread", "expected"),
+    [
+        pytest.param(8, 10, 0.75, (8, 8), id="met-inside-the-data"),
+        pytest.param(10, 10, 0.75, (10, 10), id="met-at-the-last-epoch"),
+        pytest.param(20, 10, 0.0, (20, 20), id="no-spread"),
+        # ahead 10 of seen 10: f = 2**0.75 = 1.68 -> 10 + 10/1.68 .. 10 + 10*1.68
+        pytest.param(20, 10, 0.75, (15, 27), id="as-far-ahead-as-seen"),
+        # ahead 90 of seen 10: f = 10**0.75 = 5.62 -> 10 + 16.0 .. 10 + 506
+        pytest.param(100, 10, 0.75, (26, 517), id="far-ahead"),
+        pytest.param(100, 10, 1.0, (19, 910), id="wider-spread"),
+    ],
+)
+def test_extrapolation_interval(point, seen, spread, expected):
+    assert extrapolation_interval(point, seen, spread) == expected
+
+
+def test_extrapolated_prediction_interval_covers_the_shape_error():
+    # 5 clean epochs of a curve that meets 0.3 at epoch ~47: the bootstrap alone sees no
+    # noise and gives a point interval; the reported one still spans the extrapolation error
+    k = np.arange(1, 6)
+    pred = fit_convergence(k, curve(k, 0.2, 1.0, 0.2)).epochs_to_target(0.3)
+    early, late = extrapolation_interval(pred.epoch, 5)
+    assert pred.lo <= early < pred.epoch < late <= pred.hi
 
 
 def test_predict_is_the_curve():
