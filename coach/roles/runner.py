@@ -77,17 +77,39 @@ def _run_role(task: Any) -> dict[str, Any]:
 
             kvstore_server._init_kvstore_server_module()  # returns via sys.exit once the group stops
             result = {"role": task.role}
-    except SystemExit:
-        result = {"role": task.role}
+    except SystemExit as e:
+        if task.role == "worker":   # only a server leaves this way on its own; a worker through user code
+            where = _user_frame(e, task) or "the training"
+            result = {"role": task.role, "error": f"{where} called sys.exit({e.code!r}) in a worker",
+                      "permanent": True}
+        else:
+            result = {"role": task.role}
     except Exception as e:  # reported to the caller as a failed role, with the reason
         traceback.print_exc()
         from coach.errors import UserCodeError
 
         result = {"role": task.role, "error": f"{type(e).__name__}: {e}",
                   "permanent": isinstance(e, UserCodeError)}   # the same code would fail again
+        if not isinstance(e, UserCodeError) and (where := _user_frame(e, task)):
+            # raised in the user's own network code: the same code would fail again
+            first = (str(e).strip().splitlines() or [""])[0][:300]
+            result.update(error=f"{where}: {type(e).__name__}: {first}", permanent=True)
     gc.collect()  # free the kvstore now: its destructor runs ps-lite's shutdown barrier
     result["wall_s"] = time.monotonic() - t0
     return result
+
+
+def _user_frame(e: BaseException, task: Any) -> str | None:
+    """"FILE line N" of the innermost frame of `e` in the job's model file, if it passed there."""
+    file = (getattr(task, "model", None) or {}).get("file")
+    if not file:
+        return None
+    target = os.path.realpath(file)
+    line = None
+    for frame, lineno in traceback.walk_tb(e.__traceback__):
+        if os.path.realpath(frame.f_code.co_filename) == target:
+            line = lineno
+    return None if line is None else f"{file} line {line}"
 
 
 def _fork_role(task: Any, emit: Any) -> None:

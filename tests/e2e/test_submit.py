@@ -113,14 +113,24 @@ def test_two_submit_processes_share_the_machine_without_oversubscribing(tmp_path
 
 
 BROKEN_NETS = {
-    "not-a-block": ("def build(num_classes):\n    return 3\n", "build(10) returned int, not a Gluon Block"),
+    "not-a-block": ("def build(num_classes):\n    return 3\n", ": build(10) returned int, not a Gluon Block"),
     # would train and "succeed": the loss clips labels 5..9 to the last output
     "five-outputs": ("from mxnet.gluon import nn\n\ndef build(num_classes):\n    return nn.Dense(5)\n",
-                     "the network outputs shape (5,) per sample; it must output (10,)"),
+                     ": the network outputs shape (5,) per sample; it must output (10,)"),
     "forward-raises": ("from mxnet.gluon import nn\n\nclass Net(nn.Block):\n"
                        "    def forward(self, x):\n        raise RuntimeError('boom')\n\n"
                        "def build(num_classes):\n    return Net()\n",
-                       "the network failed on one sample of shape (1, 8, 8): RuntimeError: boom"),
+                       ": the network failed on one sample of shape (1, 8, 8): RuntimeError: boom"),
+    # passes the first (inference) forward, fails once training: named by file and line
+    "training-forward-raises": ("from mxnet import autograd\nfrom mxnet.gluon import nn\n\n"
+                                "class Net(nn.Block):\n    def __init__(self):\n        super().__init__()\n"
+                                "        self.out = nn.Dense(10)\n\n    def forward(self, x):\n"
+                                "        if autograd.is_training():\n            raise ValueError('only in training')\n"
+                                "        return self.out(x)\n\ndef build(num_classes):\n    return Net()\n",
+                                " line 11: ValueError: only in training"),
+    # a worker that exits looked like one that finished: the epoch waited for it until its deadline
+    "exits": ("import sys\n\ndef build(num_classes):\n    sys.exit(3)\n",
+              " line 4 called sys.exit(3) in a worker"),
 }
 
 
@@ -135,6 +145,6 @@ def test_a_model_file_that_cannot_build_fails_once_naming_the_file(case: str, tm
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     [rec] = json.loads(proc.stdout)
     assert rec["status"] == "failed"
-    assert f"{tmp_path / 'net.py'}: {problem}" in rec["message"], rec["message"]
+    assert f"{tmp_path / 'net.py'}{problem}" in rec["message"], rec["message"]
     events = json.loads(run_coach("events", rec["job_id"], "--json", check=True).stdout)
     assert not [e for e in events if e["kind"] == "retry"], "the same code fails the same way: no retries"
