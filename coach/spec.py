@@ -38,7 +38,7 @@ class JobSpec:
 
     source: str
     name: str
-    model: dict[str, Any]                  # {"name": "lenet"} or {"file": "/abs/model.py"}
+    model: dict[str, Any]                  # {"name": "lenet"} or {"file": "/abs/model.py", "source": its text}
     dataset: dict[str, Any]                # {"name": "mnist-5k", **options}
     target_loss: float
     budget: float
@@ -161,7 +161,9 @@ def _model(r: _Reader, base: Path) -> dict[str, Any]:
         problem = _build_problem(text)
         if problem:
             raise r.fail("model", f"{path}: {problem}")
-        return {"file": str(path)}
+        # the job trains the model as submitted: an edit to the file while it runs (or before
+        # a resume) does not change the network under its checkpoint
+        return {"file": str(path), "source": text}
     if v not in BUILTIN_MODELS:
         raise r.fail("model", f"unknown model {v!r}; choose one of {', '.join(BUILTIN_MODELS)} or a .py file")
     return {"name": v}

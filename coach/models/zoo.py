@@ -1,12 +1,13 @@
 """Built-in Gluon models and the loader for a user's model file.
 
 A user model file is plain Python that defines `build(num_classes: int) -> gluon.Block`;
-it is imported inside each worker, so it must not depend on the submitting machine.
+its text is recorded at submit and run inside each worker, so it must not depend on the
+submitting machine (nor on later edits of the file).
 """
 
 from __future__ import annotations
 
-import importlib.util
+import types
 from pathlib import Path
 from typing import Any
 
@@ -40,26 +41,31 @@ def _resnet18(num_classes: int) -> Any:
     return vision.resnet18_v1(classes=num_classes, thumbnail=True)
 
 
-def build_model(name: str, num_classes: int, file: str | None = None) -> Any:
-    """Build the job's network; `file` (a user's Python file) wins over a built-in name."""
+def build_model(name: str, num_classes: int, file: str | None = None, source: str | None = None) -> Any:
+    """Build the job's network; `file` (a user's Python file, as `source` when submitted)
+    wins over a built-in name."""
     if file:
-        return _user_model(Path(file), num_classes)
+        return _user_model(Path(file), num_classes, source)
     builders = {"lenet": _lenet, "mlp": _mlp, "resnet18": _resnet18}
     if name not in builders:
         raise ValueError(f"unknown model {name!r}; choose one of {', '.join(BUILTIN_MODELS)} or give a file")
     return builders[name](num_classes)
 
 
-def _user_model(path: Path, num_classes: int) -> Any:
-    """Import `path` and call its build(num_classes); every failure names the file (UserCodeError)."""
+def _user_model(path: Path, num_classes: int, source: str | None) -> Any:
+    """Run the model file (its `source` as submitted, else the file now) and call its
+    build(num_classes); every failure names the file (UserCodeError). Compiled under the
+    file's own name, so that tracebacks point at it."""
     from mxnet.gluon import Block
 
-    spec = importlib.util.spec_from_file_location(f"coach_user_model_{path.stem}", path)
-    if spec is None or spec.loader is None:
-        raise UserCodeError(f"{path}: cannot be imported as Python")
-    module = importlib.util.module_from_spec(spec)
+    module = types.ModuleType(f"coach_user_model_{path.stem}")
+    module.__file__ = str(path)
     try:
-        spec.loader.exec_module(module)
+        if source is None:
+            source = path.read_text()
+        exec(compile(source, str(path), "exec"), module.__dict__)
+    except OSError as e:
+        raise UserCodeError(f"{path}: cannot be read: {e.strerror or e}") from None
     except Exception as e:
         raise UserCodeError(f"{path}: importing it raised {type(e).__name__}: {e}") from None
     build = getattr(module, "build", None)

@@ -75,7 +75,7 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
     ctx = mx.cpu()
     ds_opts = {k: v for k, v in task.dataset.items() if k != "name"}
     data = load_dataset(task.dataset["name"], ds_opts)
-    net = build_model(task.model.get("name", ""), data.num_classes, task.model.get("file"))
+    net = build_model(task.model.get("name", ""), data.num_classes, task.model.get("file"), task.model.get("source"))
     mx.random.seed(int(task.hyper.get("init_seed", 42)))
     net.initialize(mx.init.Xavier(), ctx=ctx)
     first_forward(net, data.sample_shape, data.num_classes, task.model.get("file"), ctx)

@@ -55,6 +55,24 @@ def test_stop_then_resume_continues_from_the_checkpoint(tmp_path: Path, coach_ho
     assert events.count("stopped") == 1 and "resumed" in events and events[-1] == "succeeded"
 
 
+def test_a_resumed_job_trains_its_model_file_as_submitted(tmp_path: Path, coach_home: Path) -> None:
+    # the network under the checkpoint is the one submitted: editing the file between stop
+    # and resume (a data scientist's next experiment) changes nothing for this job
+    (tmp_path / "net.py").write_text("from mxnet.gluon import nn\n\ndef build(num_classes):\n"
+                                     "    net = nn.Sequential()\n    net.add(nn.Dense(32, activation='relu'), "
+                                     "nn.Dense(num_classes))\n    return net\n")
+    job = write_job(tmp_path / "own.yaml", name="own", **dict(FAST_JOB, model="net.py", allocation="static",
+                                                                workers=1, servers=1, target_loss=0.1))
+    proc, job_id = _submit_until(job, lambda j: j["epoch"] >= 1 and j["val_loss"] is not None)
+    run_coach("stop", job_id, check=True)
+    proc.communicate(timeout=300)
+    (tmp_path / "net.py").write_text("raise RuntimeError('edited after submit')\n")
+    again = run_coach("resume", job_id, "--json")
+    assert again.returncode == 0, again.stderr
+    [rec] = json.loads(again.stdout)
+    assert rec["status"] == "succeeded", rec["message"]
+
+
 def test_resume_refuses_a_finished_job(tmp_path: Path, coach_home: Path) -> None:
     job = write_job(tmp_path / "done.yaml", name="done", **dict(FAST_JOB, allocation="static", workers=1, servers=1))
     run_coach("submit", str(job), "--json", check=True)

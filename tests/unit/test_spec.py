@@ -24,7 +24,7 @@ def test_user_model_file_resolved_beside_job_file(tmp_path: Path) -> None:
     (tmp_path / "net.py").write_text("def build(num_classes):\n    raise NotImplementedError\n")
     job = tmp_path / "job.yaml"
     job.write_text("name: j\nmodel: net.py\ndataset: digits\ntarget_loss: 0.2\nbudget: 1\n")
-    assert load_spec(job).model == {"file": str(tmp_path / "net.py")}
+    assert load_spec(job).model == {"file": str(tmp_path / "net.py"), "source": (tmp_path / "net.py").read_text()}
 
 
 MODEL_FILES = [
@@ -56,7 +56,8 @@ def test_model_file_checked_without_running_it(tmp_path: Path, case: str, source
 ])
 def test_model_file_build_forms_accepted(tmp_path: Path, source: str) -> None:
     (tmp_path / "net.py").write_text(source)
-    assert parse_spec(dict(GOOD, model="net.py"), "job.yaml", tmp_path).model == {"file": str(tmp_path / "net.py")}
+    model = parse_spec(dict(GOOD, model="net.py"), "job.yaml", tmp_path).model
+    assert model == {"file": str(tmp_path / "net.py"), "source": (tmp_path / "net.py").read_text()}
 
 
 BROKEN = [
