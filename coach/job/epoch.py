@@ -68,10 +68,12 @@ class EpochRunner:
         function_s = {"scheduler": 0.0, "server": 0.0, "worker": 0.0}
         errors: list[str] = []
         for attempt in range(self.max_retries + 1):
-            if should_stop():
-                raise EpochFailed(f"{plan.phase} epoch {plan.epoch}: stopped by request")
             try:
+                if should_stop():   # also an attempt a stop cut short: no retry, but its time is paid
+                    raise EpochFailed(f"{plan.phase} epoch {plan.epoch}: stopped by request")
                 outcome, error = self._attempt(plan, attempt, function_s)
+                if outcome is None and should_stop():
+                    raise EpochFailed(f"{plan.phase} epoch {plan.epoch}: stopped by request")
             except EpochFailed as e:
                 e.function_s = function_s
                 raise

@@ -94,7 +94,12 @@ def test_interrupting_submit_stops_the_job_and_leaves_no_process(tmp_path: Path,
     [rec] = json.loads(out)
     assert rec["status"] == "stopped"
     assert _wait_no_processes_of(coach_home, timeout=15), "a function process outlived the interrupted run"
-    assert json.loads(run_coach("history", rec["job_id"], "--json", check=True).stdout), "recorded epochs kept"
+    history = json.loads(run_coach("history", rec["job_id"], "--json", check=True).stdout)
+    assert history, "recorded epochs kept"
+    # epoch 2 was cut short: it is not recorded, but the function time it used is paid for
+    assert rec["spent"] > sum(r["cost"] for r in history) * 1.01, (rec["spent"], history)
+    events = json.loads(run_coach("events", rec["job_id"], "--json", check=True).stdout)
+    assert not [e for e in events if e["kind"] == "retry"], "an interrupted attempt is not retried"
 
 
 def test_a_killed_submit_shows_interrupted_and_resumes_without_force(tmp_path: Path, coach_home: Path) -> None:
