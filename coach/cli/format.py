@@ -30,7 +30,10 @@ def eta_text(job: JobRecord) -> str:
     if job.status in FINAL_STATUSES or not e:
         return "-"
     if not e.get("reachable", True):
-        return f"target below asymptote {e.get('asymptote', float('nan')):.3g}: may never reach it"
+        asymptote = float(e.get("asymptote", float("nan")))
+        if job.target_loss <= asymptote:
+            return f"target below asymptote {asymptote:.3g}: may never reach it"
+        return "not expected within max_epochs"   # the loop's horizon is what max_epochs leaves
     if e.get("epochs_left") is None:
         return "?"
     hi = "?" if e.get("hi") is None else e["hi"]
@@ -47,7 +50,7 @@ def eta_text(job: JobRecord) -> str:
 
 
 def loss_text(job: JobRecord) -> str:
-    val = "-" if job.val_loss is None else f"{job.val_loss:.4f}"
+    val = "-" if job.val_loss is None else f"{job.val_loss:.4g}"   # 4 digits however small the target
     return f"{val} / {job.target_loss:g}"
 
 

@@ -172,7 +172,7 @@ def history(job_id: str = typer.Argument(...), json_out: bool = JsonOpt) -> None
         out.print_json(json.dumps([e.to_dict() for e in epochs]))
         return
     rows = [{"phase": e.phase, "epoch": e.epoch, "(w, s)": f"({e.workers}, {e.servers})",
-             "train loss": f"{e.train_loss:.4f}", "val loss": f"{e.val_loss:.4f}",
+             "train loss": f"{e.train_loss:.4g}", "val loss": f"{e.val_loss:.4g}",
              "duration": f"{e.duration_s:.1f}s", "samples/s": f"{e.samples_per_s:.0f}",
              "cost": f"{e.cost:.4g}", "retries": e.retries} for e in epochs]
     out.print(_table(rows, title=store.job(job_id).job_id))

@@ -268,11 +268,11 @@ class JobLoop:
         while True:
             if self._streak(history) >= spec.consecutive:
                 last = history[-1]
-                return self._finish("succeeded", f"validation loss {last.val_loss:.4f} ≤ target "
+                return self._finish("succeeded", f"validation loss {last.val_loss:.4g} ≤ target "
                                     f"{spec.target_loss:g} for {spec.consecutive} epochs in a row")
             if epoch >= spec.max_epochs:
                 return self._finish("max_epochs", f"reached max_epochs ({spec.max_epochs}) at validation "
-                                    f"loss {history[-1].val_loss:.4f} (target {spec.target_loss:g})")
+                                    f"loss {history[-1].val_loss:.4g} (target {spec.target_loss:g})")
             if self._stop_requested():
                 return self._finish("stopped", f"stopped by request after training epoch {epoch}")
             left = self._budget_left()
@@ -302,7 +302,7 @@ class JobLoop:
         why = (f"the next epoch would cost {predicted:.4g} but only {left:.4g} is left" if predicted
                else f"spent {job.spent:.4g} of {self.spec.budget:g}")
         return self._finish("budget_exhausted", f"budget exhausted: {why}; checkpoint kept, "
-                            f"validation loss {job.val_loss if job.val_loss is not None else float('nan'):.4f}")
+                            f"validation loss {job.val_loss if job.val_loss is not None else float('nan'):.4g}")
 
     def _waiting(self, why: str) -> None:
         job = self.store.job(self.run.job_id)

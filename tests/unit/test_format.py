@@ -1,0 +1,49 @@
+"""What `coach status` and the live progress line say about a job's ETA and loss."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from coach.cli.format import eta_text, loss_text
+from coach.state.records import JobRecord
+
+
+def job(status: str = "training", target: float = 0.3, val: float | None = 0.5, **eta) -> JobRecord:
+    return JobRecord(job_id="j", name="j", spec_path="j.yaml", status=status, target_loss=target, budget=1.0,
+                     val_loss=val, eta=eta)
+
+
+@pytest.mark.parametrize(
+    ("record", "expected"),
+    [
+        pytest.param(job(), "-", id="no-fit-yet"),
+        pytest.param(job(status="succeeded", epochs_left=3, at=time.time()), "-", id="finished"),
+        pytest.param(job(reachable=False, asymptote=0.35, epochs_left=None),
+                     "target below asymptote 0.35: may never reach it", id="below-asymptote"),
+        # the asymptote is below the target, but the crossing is past what max_epochs leaves:
+        # it once said "target below asymptote 1e-13"
+        pytest.param(job(reachable=False, asymptote=1e-13, epochs_left=None),
+                     "not expected within max_epochs", id="beyond-max-epochs"),
+        pytest.param(job(reachable=True, asymptote=0.1, epochs_left=None), "?", id="no-count"),
+        pytest.param(job(reachable=True, asymptote=0.1, epochs_left=1, lo=1, hi=None, seconds=30.0,
+                         seconds_lo=30.0, seconds_hi=None, at=time.time()),
+                     "1 epoch (1–?), ~30s", id="maybe-never"),
+    ],
+)
+def test_eta_text(record: JobRecord, expected: str) -> None:
+    assert eta_text(record) == expected
+
+
+@pytest.mark.parametrize(
+    ("record", "expected"),
+    [
+        pytest.param(job(val=None), "- / 0.3", id="no-epoch-yet"),
+        pytest.param(job(val=0.512345), "0.5123 / 0.3", id="usual"),
+        # with 4 decimals this read "0.0000 / 0.0001": the loss looked met when it was not
+        pytest.param(job(val=0.000123, target=0.0001), "0.000123 / 0.0001", id="tiny-target"),
+    ],
+)
+def test_loss_text(record: JobRecord, expected: str) -> None:
+    assert loss_text(record) == expected
