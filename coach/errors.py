@@ -46,6 +46,11 @@ class EpochFailed(BackendError):
     function_s: dict[str, float] | None = None
 
 
+class Diverged(EpochFailed):
+    """Raised when an epoch's losses are not finite: the same computation from the same
+    checkpoint diverges again, so neither a retry nor a resume can help."""
+
+
 class UserCodeError(CoachError):
     """Raised when the job's own code (a model file) fails: retrying the epoch cannot help."""
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from coach.backends.base import Backend, Invocation
-from coach.errors import BackendError, EpochFailed
+from coach.errors import BackendError, Diverged, EpochFailed
 
 HTTP_MARGIN_S = 30.0   # the HTTP call outlives the role's own deadline by this much
 
@@ -149,9 +149,8 @@ class EpochRunner:
         train_loss = sum(float(w["train_loss"]) * int(w["samples"]) for w in workers) / max(1, samples)
         val_loss = sum(float(w["val_sum"]) for w in workers) / val_count
         if not (math.isfinite(train_loss) and math.isfinite(val_loss)):
-            diverged = EpochFailed(f"{plan.phase} epoch {plan.epoch} diverged: training loss {train_loss}, "
-                                   f"validation loss {val_loss}; lower the learning rate")
-            raise diverged   # retrying the same computation would diverge again
+            raise Diverged(f"{plan.phase} epoch {plan.epoch} diverged: training loss {train_loss}, "
+                           f"validation loss {val_loss}; lower the learning rate")
         return EpochOutcome(train_loss=train_loss, val_loss=val_loss, samples=samples,
                             wall_s=wall, samples_per_s=_steady_rate(workers),
                             function_s=dict(function_s), retries=attempt,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from coach.backends.base import Backend
 from coach.data import load_dataset
-from coach.errors import CoachError, EpochFailed
+from coach.errors import CoachError, Diverged, EpochFailed
 from coach.estimate import epoch_budget, eta, measured_cost
 from coach.estimate.history import fit_history
 from coach.estimate.progress import progress_of
@@ -211,6 +211,8 @@ class JobLoop:
             if e.function_s:   # attempts that failed still ran, and are paid for
                 cost = measured_cost(e.function_s, self.spec.resources, self.spec.prices)
                 self.store.update_job(jid, spent=self.store.job(jid).spent + cost)
+            if isinstance(e, Diverged):
+                self._event("diverged", str(e))   # `coach resume` refuses it: it would diverge again
             return self._finish("stopped" if self._stop_requested() else "failed", str(e))
         except CoachError as e:
             return self._finish("stopped" if self._stop_requested() else "failed", str(e))
