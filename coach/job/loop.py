@@ -234,8 +234,11 @@ class JobLoop:
             return self._finish("failed", f"the job's minimum ({'static ' if first.static else ''}"
                                 f"{first.static or (1, 1)}) does not fit the backend's capacity "
                                 f"({coord.capacity.cpu:g} cores, {coord.capacity.memory_gib:g} GiB)")
-        if spec.allocation == "dynamic" and not history:
-            configs = [(w, s) for w, s in TUNING_CONFIGS if w <= spec.max_workers and s <= spec.max_servers]
+        tuned = {(r.workers, r.servers) for r in history if r.phase == "tuning"}
+        configs = [(w, s) for w, s in TUNING_CONFIGS
+                   if w <= spec.max_workers and s <= spec.max_servers and (w, s) not in tuned]
+        # a job stopped during tuning resumes it where it stopped; once training, tuning is over
+        if spec.allocation == "dynamic" and configs and not any(r.phase == "training" for r in history):
             # start every function tuning will use at once, so their start-up overlaps the first
             # mini-epoch instead of delaying each later one (scaled-down replicas stay warm)
             for role, n in (("scheduler", 1), ("worker", max(w for w, _ in configs)),

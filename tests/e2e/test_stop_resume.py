@@ -121,3 +121,20 @@ def test_a_killed_submit_shows_interrupted_and_resumes_without_force(tmp_path: P
     assert rec["status"] == "succeeded"
     after = json.loads(run_coach("history", job_id, "--json", check=True).stdout)
     assert after[:len(before)] == before, "what was recorded before the kill is intact"
+
+
+def test_a_job_stopped_during_tuning_resumes_the_tuning(tmp_path: Path, coach_home: Path) -> None:
+    # it went straight to training on what one mini-epoch had measured
+    job = write_job(tmp_path / "t.yaml", name="t", **dict(FAST_JOB, allocation="dynamic"))
+    proc, job_id = _submit_until(job, lambda j: j["status"] == "tuning")
+    run_coach("stop", job_id, check=True)        # mini-epochs take 1-3 s: it lands in the first or second
+    proc.communicate(timeout=300)
+    before = json.loads(run_coach("history", job_id, "--json", check=True).stdout)
+    assert [r["phase"] for r in before] in (["tuning"], ["tuning", "tuning"]), before
+    again = run_coach("resume", job_id, "--json")
+    assert again.returncode == 0, again.stderr
+    after = json.loads(run_coach("history", job_id, "--json", check=True).stdout)
+    tuned = [(r["workers"], r["servers"]) for r in after if r["phase"] == "tuning"]
+    assert len(tuned) >= 3 and len(set(tuned)) == len(tuned), tuned   # the rest tuned, none twice
+    phases = [r["phase"] for r in after]
+    assert phases == sorted(phases, key=lambda p: p == "training"), "tuning before any training"
