@@ -66,6 +66,24 @@ def coach_home() -> Path:
     return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")).expanduser() / "coach"
 
 
+LOCK_TIMEOUT_S = 30.0   # how long a write waits for another coach process's transaction
+
+
+def what_to_do(e: sqlite3.DatabaseError, path: Path) -> str:
+    """The user's next step for a store error: only a damaged file should be moved away (its
+    jobs are then forgotten); a busy, read-only or full one is fine once the cause is gone."""
+    name = getattr(e, "sqlite_errorname", "") or ""
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return f"another coach process kept it locked for {LOCK_TIMEOUT_S:g} s; try again"
+    if name.startswith("SQLITE_READONLY"):
+        return f"it cannot be written: check the permissions of {path} and of {path.parent}, or set COACH_HOME"
+    if name.startswith("SQLITE_FULL"):
+        return f"the disk holding {path.parent} is full: free some space, then `coach resume` any interrupted job"
+    if name.startswith(("SQLITE_IOERR", "SQLITE_CANTOPEN")):
+        return f"the file system failed to read or write it: check the disk holding {path.parent}"
+    return "if it is damaged, move it away to start a new one; its jobs are then forgotten"
+
+
 class Store:
     """Jobs, epochs and events of every run on this machine."""
 
@@ -85,16 +103,15 @@ class Store:
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        c = sqlite3.connect(self.path, timeout=30)
+        c = sqlite3.connect(self.path, timeout=LOCK_TIMEOUT_S)
         c.row_factory = sqlite3.Row
         try:
             with c:
                 yield c
         except sqlite3.IntegrityError:
             raise   # a constraint (e.g. an epoch recorded twice): the caller says which
-        except sqlite3.DatabaseError as e:   # damaged file, foreign schema, locked too long
-            raise StateError(f"{self.path}: the state store cannot be used: {e} "
-                             "(move it away to start a new one; its jobs are then forgotten)") from None
+        except sqlite3.DatabaseError as e:   # damaged file, foreign schema, locked too long, disk full...
+            raise StateError(f"{self.path}: the state store cannot be used: {e} ({what_to_do(e, self.path)})") from None
         finally:
             c.close()
 

@@ -1,14 +1,16 @@
-"""The state store: job ids, a damaged file."""
+"""The state store: job ids, a damaged, busy, read-only or full file."""
 
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 from coach.errors import StateError
-from coach.state.store import Store
+from coach.state import store as store_module
+from coach.state.store import Store, what_to_do
 
 
 @pytest.fixture
@@ -37,3 +39,52 @@ def test_a_damaged_store_is_named_not_a_traceback(store: Store) -> None:
         fh.write(os.urandom(4096))
     with pytest.raises(StateError, match=f"{store.path}: the state store cannot be used"):
         store.jobs()
+    assert "move it away" in what_to_do(sqlite3.DatabaseError("file is not a database"), store.path)
+
+
+def test_a_store_locked_too_long_says_try_again(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store_module, "LOCK_TIMEOUT_S", 0.2)
+    other = sqlite3.connect(store.path)
+    other.execute("BEGIN IMMEDIATE")   # another coach process in the middle of a write
+    try:
+        with pytest.raises(StateError, match="another coach process kept it locked for 0.2 s; try again"):
+            store.create_job("j-000000", "j", "x.yaml", {}, 0.1, 1.0)
+    finally:
+        other.rollback()
+    store.create_job("j-000000", "j", "x.yaml", {}, 0.1, 1.0)   # fine once it is free
+    assert [j.job_id for j in store.jobs()] == ["j-000000"]
+
+
+def _readonly(path: Path) -> sqlite3.Error:
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)   # what chmod does, even for root
+    try:
+        db.execute("INSERT INTO events (job_id, ts, kind, message) VALUES ('j', 0, 'k', 'm')")
+    except sqlite3.Error as e:
+        return e
+    raise AssertionError("a read-only connection wrote")
+
+
+def _full(_: Path) -> sqlite3.Error:
+    db = sqlite3.connect(":memory:")
+    db.execute("PRAGMA max_page_count = 2")   # a disk with room for 2 pages
+    try:
+        db.execute("CREATE TABLE t (x)")
+        for _ in range(100):
+            db.execute("INSERT INTO t VALUES (?)", ("x" * 1000,))
+    except sqlite3.Error as e:
+        return e
+    raise AssertionError("a 2-page database took 100 kB")
+
+
+@pytest.mark.parametrize(
+    ("make_error", "advice"),
+    [
+        pytest.param(_readonly, "cannot be written: check the permissions of", id="read-only"),
+        pytest.param(_full, "is full: free some space", id="disk-full"),
+    ],
+)
+def test_store_errors_say_what_to_do_not_always_move_it_away(store: Store, make_error, advice: str) -> None:
+    # errors raised by SQLite itself on a real file: only a damaged store should be moved away
+    error = make_error(store.path)
+    assert advice in what_to_do(error, store.path)
+    assert "move it away" not in what_to_do(error, store.path)
