@@ -120,20 +120,31 @@ def _cifar10(options: dict[str, Any]) -> Dataset:
 
 def _cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """One python-pickle batch: b"data" (N, 3072) uint8, b"labels" N classes in 0..9."""
+    def wrong(problem: str) -> SpecError:
+        return SpecError("dataset", "path", f"{path}: {problem}; {CIFAR_HELP}")
+
     try:
         with open(path, "rb") as f:
             batch = pickle.load(f, encoding="bytes")
-        data, labels = batch[b"data"], batch[b"labels"]
-        x = np.asarray(data, dtype=np.float32).reshape(-1, 3, 32, 32) / 255.0
-        y = np.asarray(labels, dtype=np.int64).reshape(-1)
+        data, labels = np.asarray(batch[b"data"]), np.asarray(batch[b"labels"])
     except Exception as e:   # truncated, not a pickle, another layout: say which file
         raise SpecError("dataset", "path", f"{path} is not a CIFAR-10 python batch "
                                            f"({type(e).__name__}: {e}); {CIFAR_HELP}") from None
-    if len(x) != len(y) or len(y) == 0 or y.min() < 0 or y.max() > 9:
-        raise SpecError("dataset", "path", f"{path}: {len(x)} images and {len(y)} labels"
-                                           f"{'' if len(y) == 0 else f' in {y.min()}..{y.max()}'}; "
-                                           "a CIFAR-10 batch has one label in 0..9 per image")
-    return x, y
+    # data that loads but is not what the batches hold would train on garbage without a word
+    if data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
+        raise wrong(f"images of shape {data.shape}; a batch holds rows of 3072 bytes (N, 3072): the red, "
+                    "green and blue 32×32 planes one after the other")
+    if data.dtype.kind not in "ui" or (data.size and (data.min() < 0 or data.max() > 255)):
+        kind = "floating-point" if data.dtype.kind == "f" else str(data.dtype)
+        raise wrong(f"{kind} pixels{' (already normalised?)' if data.dtype.kind == 'f' else ''}; "
+                    "a batch holds bytes 0..255")
+    if labels.dtype.kind == "f" and not np.all(labels == np.round(labels)):
+        raise wrong("labels that are not whole numbers")
+    y = labels.astype(np.int64).reshape(-1)
+    if len(data) != len(y) or len(y) == 0 or y.min() < 0 or y.max() > 9:
+        raise wrong(f"{len(data)} images and {len(y)} labels{'' if len(y) == 0 else f' in {y.min()}..{y.max()}'}"
+                    "; a CIFAR-10 batch has one label in 0..9 per image")
+    return data.astype(np.float32).reshape(-1, 3, 32, 32) / 255.0, y
 
 
 DATASET_OPTIONS: dict[str, tuple[str, ...]] = {"mnist-5k": (), "digits": (), "cifar10": ("path",),
@@ -149,7 +160,8 @@ DATASETS: dict[str, Callable[[dict[str, Any]], Dataset]] = {
 
 
 SIZES: dict[str, int] = {"mnist-5k": 5000, "digits": 1797, "cifar10": 60000}
-"""Samples in each fixed dataset (the synthetic one has as many as its `samples` setting)."""
+"""Samples in each fixed dataset (the synthetic one has as many as its `samples` setting; a
+CIFAR-10 folder may hold fewer: the job loop checks again once it is loaded)."""
 
 
 def train_size(name: str, options: dict[str, Any]) -> int:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from coach.backends.base import Backend
 from coach.data import load_dataset
-from coach.errors import CoachError, Diverged, EpochFailed
+from coach.errors import CoachError, Diverged, EpochFailed, SpecError
 from coach.estimate import epoch_budget, eta, measured_cost
 from coach.estimate.history import fit_history
 from coach.estimate.progress import progress_of
@@ -85,6 +85,10 @@ class JobLoop:
         self.runner = EpochRunner(run.backend, run.work_dir, self.spec.max_retries, self._event)
         data = load_dataset(self.spec.dataset["name"], {k: v for k, v in self.spec.dataset.items() if k != "name"})
         self.n_train = len(data.x_train)
+        if self.spec.batch_size > self.n_train:   # a CIFAR-10 folder may hold less than the full set
+            raise SpecError(self.spec.source, "batch_size",
+                            f"{self.spec.batch_size} is more than the {self.n_train} training samples of "
+                            f"{self.spec.dataset['name']}: every epoch would be a single step")
         self._fit_cache: tuple | None = None
         self._eta: tuple | None = None   # (records it was computed from, Eta | None)
 

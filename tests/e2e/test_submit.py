@@ -148,3 +148,20 @@ def test_a_model_file_that_cannot_build_fails_once_naming_the_file(case: str, tm
     assert f"{tmp_path / 'net.py'}{problem}" in rec["message"], rec["message"]
     events = json.loads(run_coach("events", rec["job_id"], "--json", check=True).stdout)
     assert not [e for e in events if e["kind"] == "retry"], "the same code fails the same way: no retries"
+
+
+def test_a_small_cifar10_folder_refuses_a_batch_larger_than_it(tmp_path: Path, coach_home: Path) -> None:
+    # the job file's check assumes the full 50 000 training images; a subset is only known
+    # once loaded: refused before any epoch, naming the file and field
+    from tests.unit.test_datasets import _write_cifar
+
+    _write_cifar(tmp_path / "c", per_batch=10)         # 60 images, 48 for training
+    job = write_job(tmp_path / "small.yaml", name="small",
+                    **dict(FAST_JOB, model="lenet", dataset={"name": "cifar10", "path": str(tmp_path / "c")},
+                           batch_size=64, allocation="static", workers=1, servers=1))
+    proc = run_coach("submit", str(job), "--json")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    [rec] = json.loads(proc.stdout)
+    assert rec["status"] == "failed"
+    assert f"{job}: batch_size: 64 is more than the 48 training samples of cifar10" in rec["message"], rec["message"]
+    assert _history(rec["job_id"]) == []
