@@ -23,7 +23,7 @@ from coach import quantities
 from coach.data import DATASET_OPTIONS, DATASETS, SYNTHETIC_DEFAULTS, train_size
 from coach.errors import SpecError
 from coach.estimate.cost import (DEFAULT_CPU_CORE_SECOND_PRICE, DEFAULT_GIB_SECOND_PRICE, DEFAULT_RESOURCES, Prices,
-                                 RoleResources)
+                                 RoleResources, epoch_cost)
 from coach.models import BUILTIN_MODELS
 
 ROLES = ("scheduler", "server", "worker")
@@ -313,7 +313,7 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
     if consecutive > max_epochs:
         raise r.fail("consecutive", f"must be <= max_epochs ({max_epochs}): the stop rule needs "
                                     f"{consecutive} training epochs in a row, got {consecutive}")
-    return JobSpec(
+    spec = JobSpec(
         source=source, name=name, model=model, dataset=dataset,
         target_loss=r.number("target_loss", gt=0), budget=r.number("budget", gt=0),
         batch_size=batch_size, optimizer=r.choice("optimizer", OPTIMIZERS, "sgd"),
@@ -328,6 +328,17 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
         prices=Prices(r.number("cpu_core_second", DEFAULT_CPU_CORE_SECOND_PRICE, ge=0, data=prices, prefix="prices."),
                       r.number("gib_second", DEFAULT_GIB_SECOND_PRICE, ge=0, data=prices, prefix="prices.")),
     )
+    smallest = epoch_cost(1, 1, spec.resources, MIN_BUDGET_SECONDS, spec.prices)
+    if spec.budget < smallest:
+        raise r.fail("budget", f"{spec.budget:g} buys less than {MIN_BUDGET_SECONDS:g} s of the smallest "
+                               f"configuration (a scheduler, a server and a worker cost {smallest:.3g} per "
+                               "second at these prices and resources): its first epoch alone would overspend it")
+    return spec
+
+
+MIN_BUDGET_SECONDS = 1.0
+"""A budget must buy at least this long on (1, 1): an epoch's cost is only known once it ran,
+so a smaller one was overspent hundreds of times by the first (mini-)epoch."""
 
 
 MAX_SYNTHETIC_VALUES = 2 * 10**9 // 4

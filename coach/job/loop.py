@@ -251,7 +251,16 @@ class JobLoop:
             for i, (w, s) in enumerate(configs):
                 if self._stop_requested():
                     return self._finish("stopped", "stopped by request during tuning")
-                if self._budget_left() <= 0:
+                left = self._budget_left()
+                if history and history[-1].samples_per_s > 0:
+                    # at least: its samples at the last measured rate, without any start-up
+                    at_least = epoch_cost(w, s, spec.resources, history[-1].samples / history[-1].samples_per_s,
+                                          spec.prices)
+                    if at_least > left:
+                        self._event("tuning_skipped", f"({w}, {s}) and the rest: a mini-epoch costs at least "
+                                    f"{at_least:.3g}, {max(left, 0):.3g} of the budget is left")
+                        break
+                if left <= 0:
                     break
                 if (why := _known_not_to_help(history, w, s)) is not None:
                     self._event("tuning_skipped", f"({w}, {s}): {why}")

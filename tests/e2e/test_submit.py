@@ -88,6 +88,22 @@ def test_static_job_with_tight_budget_stops_as_budget_exhausted(tmp_path: Path, 
     assert (coach_home / "jobs" / rec["job_id"] / "checkpoints").iterdir(), "checkpoint kept"
 
 
+def test_dynamic_job_with_a_budget_below_one_mini_epoch_overspends_by_one_at_most(tmp_path: Path,
+                                                                                    coach_home: Path) -> None:
+    # 1e-4 buys ~4 s on (1, 1): less than the first mini-epoch (a cold start, ~8 s), whose
+    # cost is unknown before it runs; after it, nothing that would not fit is started
+    job = write_job(tmp_path / "b.yaml", name="tiny", **dict(FAST_JOB, allocation="dynamic", budget=1e-4))
+    proc = run_coach("submit", str(job), "--json")
+    assert proc.returncode == 1, proc.stderr
+    [rec] = json.loads(proc.stdout)
+    assert rec["status"] == "budget_exhausted", rec
+    records = _history(rec["job_id"])
+    assert len(records) == 1 and records[0]["phase"] == "tuning", records
+    assert rec["spent"] == pytest.approx(records[0]["cost"])
+    events = json.loads(run_coach("events", rec["job_id"], "--json", check=True).stdout)
+    assert any(e["kind"] == "tuning_skipped" and "of the budget is left" in e["message"] for e in events)
+
+
 def test_two_submit_processes_share_the_machine_without_oversubscribing(tmp_path: Path, coach_home: Path) -> None:
     # each process may use 1 core; a static (1, 1) epoch holds 0.85: one epoch at a time
     files = [write_job(tmp_path / f"p{i}.yaml", name=f"proc{i}",

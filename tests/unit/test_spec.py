@@ -13,6 +13,10 @@ from tests.conftest import run_coach
 GOOD = dict(name="j", model="lenet", dataset="mnist-5k", target_loss=0.1, budget=1.0)
 
 
+def test_a_tiny_budget_is_fine_when_the_functions_are_free() -> None:
+    assert parse_spec(dict(GOOD, budget=1e-9, prices={"cpu_core_second": 0, "gib_second": 0}), "x.yaml").budget == 1e-9
+
+
 def test_defaults_and_quantities() -> None:
     spec = parse_spec(dict(GOOD, resources={"worker": {"cpu": "1500m", "memory": "512Mi"}}), "x.yaml")
     assert spec.resources["worker"].cpu == 1.5
@@ -65,6 +69,9 @@ BROKEN = [
     ("missing-target", {k: v for k, v in GOOD.items() if k != "target_loss"}, "target_loss", "missing"),
     ("string-budget", dict(GOOD, budget="lots"), "budget", "must be a number"),
     ("zero-budget", dict(GOOD, budget=0), "budget", "must be > 0"),
+    # the first (mini-)epoch would overspend it hundreds of times
+    ("budget-below-one-second", dict(GOOD, budget=1e-7), "budget", "1e-07 buys less than 1 s of the smallest "
+     "configuration (a scheduler, a server and a worker cost 2.48e-05 per second"),
     ("batch-above-training-set", dict(GOOD, dataset="digits", batch_size=1439), "batch_size",
      "1439 is more than the 1438 training samples of digits"),
     ("batch-above-synthetic-set", dict(GOOD, dataset={"name": "synthetic", "samples": 100}, batch_size=81),
