@@ -24,8 +24,12 @@ def elapsed(job: JobRecord) -> float:
     return end - job.created_at
 
 
-def eta_text(job: JobRecord) -> str:
-    """'3 epochs (2–5), ~45s [30s–1m20s]', or why there is no ETA."""
+def eta_text(job: JobRecord, now: float | None = None) -> str:
+    """'3 epochs (2–5), ~45s [30s–1m20s]', or why there is no ETA.
+
+    The times count down from when the ETA was predicted (`eta["at"]`) to `now`, so a
+    status read between epochs shows what is left, not what was left at the last epoch.
+    """
     e: dict[str, Any] = job.eta or {}
     if job.status in FINAL_STATUSES or not e:
         return "-"
@@ -37,7 +41,8 @@ def eta_text(job: JobRecord) -> str:
     if e.get("epochs_left") is None:
         return "?"
     hi = "?" if e.get("hi") is None else e["hi"]
-    since = time.time() - float(e.get("at", time.time()))
+    now = time.time() if now is None else now
+    since = now - float(e.get("at", now))
 
     def left(key: str) -> float | None:
         return None if e.get(key) is None else e[key] - since

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from coach.cli.format import eta_text, loss_text
 from coach.state.records import JobRecord
+
+NOW = 1_800_000_000.0
 
 
 def job(status: str = "training", target: float = 0.3, val: float | None = 0.5, **eta) -> JobRecord:
@@ -19,7 +19,7 @@ def job(status: str = "training", target: float = 0.3, val: float | None = 0.5, 
     ("record", "expected"),
     [
         pytest.param(job(), "-", id="no-fit-yet"),
-        pytest.param(job(status="succeeded", epochs_left=3, at=time.time()), "-", id="finished"),
+        pytest.param(job(status="succeeded", epochs_left=3, at=NOW), "-", id="finished"),
         pytest.param(job(reachable=False, asymptote=0.35, epochs_left=None),
                      "target below asymptote 0.35: may never reach it", id="below-asymptote"),
         # the asymptote is below the target, but the crossing is past what max_epochs leaves:
@@ -28,12 +28,17 @@ def job(status: str = "training", target: float = 0.3, val: float | None = 0.5, 
                      "not expected within max_epochs", id="beyond-max-epochs"),
         pytest.param(job(reachable=True, asymptote=0.1, epochs_left=None), "?", id="no-count"),
         pytest.param(job(reachable=True, asymptote=0.1, epochs_left=1, lo=1, hi=None, seconds=30.0,
-                         seconds_lo=30.0, seconds_hi=None, at=time.time()),
+                         seconds_lo=30.0, seconds_hi=None, at=NOW),
                      "1 epoch (1–?), ~30s", id="maybe-never"),
+        # read 12 s after the prediction: the times count down
+        pytest.param(job(reachable=True, asymptote=0.1, epochs_left=2, lo=1, hi=4, seconds=30.0,
+                         seconds_lo=20.0, seconds_hi=70.0, at=NOW - 12),
+                     "2 epochs (1–4), ~18s [8s–58s]", id="counts-down"),
     ],
 )
 def test_eta_text(record: JobRecord, expected: str) -> None:
-    assert eta_text(record) == expected
+    # a fixed clock: the parameters are built at collection, minutes before a long suite runs this
+    assert eta_text(record, now=NOW) == expected
 
 
 @pytest.mark.parametrize(
