@@ -101,6 +101,11 @@ def test_cores_leased_by_another_process_are_not_handed_out(store: Store, other:
     assert store.leases() == []
 
 
+def _queued(store: Store, job_id: str) -> bool:
+    with sqlite3.connect(store.path) as c:
+        return c.execute("SELECT 1 FROM lease_waits WHERE job_id = ?", (job_id,)).fetchone() is not None
+
+
 def test_a_job_that_asked_first_is_not_overtaken_by_a_process_taking_its_cores_back(
         store: Store, other: OtherProcess) -> None:
     assert other("take", "holder", 0.85, 5) == "ok"
@@ -108,7 +113,9 @@ def test_a_job_that_asked_first_is_not_overtaken_by_a_process_taking_its_cores_b
     got: list = []
     waiter = threading.Thread(target=lambda: got.append(coord.acquire(demand("b"), timeout_s=10)))
     waiter.start()
-    time.sleep(0.5)                                   # b is queued in the store by now
+    deadline = time.time() + 30                       # until b is queued in the store
+    while not _queued(store, "b") and time.time() < deadline:
+        time.sleep(0.02)
     assert other("drop", "holder") == "ok"            # the holder's epoch ends ...
     assert other("take", "holder", 0.85, 5) == "no", "... and it may not take the cores straight back"
     waiter.join(5)
