@@ -138,8 +138,9 @@ def _cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
         kind = "floating-point" if data.dtype.kind == "f" else str(data.dtype)
         raise wrong(f"{kind} pixels{' (already normalised?)' if data.dtype.kind == 'f' else ''}; "
                     "a batch holds bytes 0..255")
-    if labels.dtype.kind == "f" and not np.all(labels == np.round(labels)):
-        raise wrong("labels that are not whole numbers")
+    if labels.dtype.kind not in "uif" or (labels.dtype.kind == "f" and not np.all(labels == np.round(labels))):
+        raise wrong("labels that are not whole numbers" if labels.dtype.kind == "f"
+                    else f"labels of type {labels.dtype} (text, objects, missing values?)")
     y = labels.astype(np.int64).reshape(-1)
     if len(data) != len(y) or len(y) == 0 or y.min() < 0 or y.max() > 9:
         raise wrong(f"{len(data)} images and {len(y)} labels{'' if len(y) == 0 else f' in {y.min()}..{y.max()}'}"

@@ -3,8 +3,9 @@
     epochs_left = max(predicted stop epoch − epochs done, consecutive − streak)
     seconds     = epochs_left · epoch_seconds
 
-The interval comes from the convergence fit's bootstrap interval; the epoch time is
-taken as known (its error is small next to that of the epoch count).
+The interval is the convergence fit's interval of the stop epoch (bootstrap, widened by how
+far it extrapolates); the epoch time is taken as known (its error is small next to that of
+the epoch count).
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ class Eta:
     """Predicted rest of a job; None fields mean "unknown / maybe never"."""
 
     epochs_left: int | None    # stop epoch − epochs done; None if unreachable
-    lo: int | None             # from the bootstrap interval of the stop epoch
-    hi: int | None             # None = some bootstrap replicas never reach the target
+    lo: int | None             # from the 80% interval of the stop epoch
+    hi: int | None             # None = maybe never, or not within the horizon (max_epochs)
     seconds: float | None      # epochs_left · epoch_seconds
     seconds_lo: float | None
     seconds_hi: float | None

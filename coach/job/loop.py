@@ -61,6 +61,24 @@ def deadline_for(history: list[EpochRecord], samples: int) -> float:
     return max(60.0, 4.0 * rates[len(rates) // 2] * samples + 30.0)
 
 
+def _overheads(history: list[EpochRecord]) -> list[float]:
+    """Each measured epoch's time beyond its steady-rate training: start-up, ps-lite, checkpoint."""
+    return sorted(max(0.0, r.duration_s - r.samples / r.samples_per_s) for r in history if r.samples_per_s > 0)
+
+
+def _mini_epoch_cost(history: list[EpochRecord], w: int, s: int, spec: JobSpec) -> float | None:
+    """What the next tuning mini-epoch on (w, s) will cost: its samples at the last measured
+    rate plus the smallest start-up measured so far. Start-up is most of a mini-epoch's cost
+    (about a second warm); leaving it out, as this once did, let mini-epochs start that the
+    budget could not buy. After only the first mini-epoch, whose start-up includes every
+    replica's `import mxnet`, the second is judged by that: conservative, on the budget's side."""
+    overheads = _overheads(history)
+    if not overheads or history[-1].samples_per_s <= 0:
+        return None
+    seconds = history[-1].samples / history[-1].samples_per_s + overheads[0]
+    return epoch_cost(w, s, spec.resources, seconds, spec.prices)
+
+
 def _known_not_to_help(history: list[EpochRecord], w: int, s: int) -> str | None:
     """Why tuning (w, s) would teach nothing, or None.
 
@@ -154,8 +172,7 @@ class JobLoop:
         """Predicted wall time of a whole training epoch on (w, s): training + measured overhead."""
         if speed is None or not history:
             return None
-        overhead = sorted(max(0.0, r.duration_s - r.samples / r.samples_per_s) for r in history
-                          if r.samples_per_s > 0)
+        overhead = _overheads(history)
         rate = speed.predict(w, s)
         if not rate or rate <= 0 or not math.isfinite(rate):
             return None
@@ -215,8 +232,9 @@ class JobLoop:
             if e.function_s:   # attempts that failed still ran, and are paid for
                 cost = measured_cost(e.function_s, self.spec.resources, self.spec.prices)
                 self.store.update_job(jid, spent=self.store.job(jid).spent + cost)
-            if isinstance(e, Diverged):
-                self._event("diverged", str(e))   # `coach resume` refuses it: it would diverge again
+            if isinstance(e, Diverged):   # failed even if a stop came at once: a resume would diverge again
+                self._event("diverged", str(e))
+                return self._finish("failed", str(e))
             return self._finish("stopped" if self._stop_requested() else "failed", str(e))
         except CoachError as e:
             return self._finish("stopped" if self._stop_requested() else "failed", str(e))
@@ -252,14 +270,11 @@ class JobLoop:
                 if self._stop_requested():
                     return self._finish("stopped", "stopped by request during tuning")
                 left = self._budget_left()
-                if history and history[-1].samples_per_s > 0:
-                    # at least: its samples at the last measured rate, without any start-up
-                    at_least = epoch_cost(w, s, spec.resources, history[-1].samples / history[-1].samples_per_s,
-                                          spec.prices)
-                    if at_least > left:
-                        self._event("tuning_skipped", f"({w}, {s}) and the rest: a mini-epoch costs at least "
-                                    f"{at_least:.3g}, {max(left, 0):.3g} of the budget is left")
-                        break
+                predicted = _mini_epoch_cost(history, w, s, spec)
+                if predicted is not None and predicted > left:
+                    self._event("tuning_skipped", f"({w}, {s}) and the rest: a mini-epoch is predicted to cost "
+                                f"{predicted:.3g}, {max(left, 0):.3g} of the budget is left")
+                    break
                 if left <= 0:
                     break
                 if (why := _known_not_to_help(history, w, s)) is not None:

@@ -146,9 +146,14 @@ def test_extrapolated_prediction_interval_covers_the_shape_error():
     # 5 clean epochs of a curve that meets 0.3 at epoch ~47: the bootstrap alone sees no
     # noise and gives a point interval; the reported one still spans the extrapolation error
     k = np.arange(1, 6)
-    pred = fit_convergence(k, curve(k, 0.2, 1.0, 0.2)).epochs_to_target(0.3)
+    fit = fit_convergence(k, curve(k, 0.2, 1.0, 0.2))
+    pred = fit.epochs_to_target(0.3, horizon=1000)
     early, late = extrapolation_interval(pred.epoch, 5)
     assert pred.lo <= early < pred.epoch < late <= pred.hi
+    # a job's horizon is what max_epochs leaves: an upper end past it reads "maybe not" (it read 213
+    # for a job that would stop at 60)
+    within = fit.epochs_to_target(0.3, horizon=60)
+    assert (within.epoch, within.lo, within.hi) == (pred.epoch, pred.lo, None)
 
 
 def test_predict_is_the_curve():

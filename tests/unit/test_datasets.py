@@ -51,8 +51,12 @@ def test_cifar10_batches_load_as_images_in_unit_range(tmp_path: Path) -> None:
      "data_batch_5: images of shape (4, 32, 32, 3); a batch holds rows of 3072 bytes"),
     ({"test_batch": {b"data": np.full((4, 3072), 300, np.int32)}}, "test_batch: int32 pixels; a batch holds bytes"),
     ({"test_batch": {b"labels": [0.5, 1.0, 2.0, 3.0]}}, "test_batch: labels that are not whole numbers"),
+    # these failed in the int conversion with a bare ValueError/TypeError naming no file
+    ({"test_batch": {b"labels": [b"a", b"b", b"c", b"d"]}}, "test_batch: labels of type |S1"),
+    ({"test_batch": {b"labels": [0, 1, None, 3]}}, "test_batch: labels of type object"),
+    ({"test_batch": {b"labels": [0j, 1j, 2j, 3j]}}, "test_batch: labels of type complex128"),
 ], ids=["garbage", "wrong-size", "label-out-of-range", "labels-missing", "normalised", "nan", "nhwc",
-        "out-of-byte-range", "fractional-labels"])
+        "out-of-byte-range", "fractional-labels", "text-labels", "missing-label", "complex-labels"])
 def test_a_damaged_cifar10_batch_is_named(tmp_path: Path, override: dict, problem: str) -> None:
     _write_cifar(tmp_path / "c", **{k: v for k, v in override.items() if v is not None})
     for name, v in override.items():
