@@ -25,9 +25,10 @@ def _submit_until(job: Path, reached: Callable[[dict], bool]) -> tuple[subproces
     while time.time() < deadline:
         jobs = json.loads(run_coach("status", "--json", check=True).stdout)
         if jobs and reached(jobs[0]):
-            break
+            return proc, jobs[0]["job_id"]
         time.sleep(0.3)
-    return proc, jobs[0]["job_id"]
+    proc.kill()
+    raise AssertionError(f"the job never got there in 300 s: {proc.communicate()[1][-2000:]}")
 
 
 def test_stop_then_resume_continues_from_the_checkpoint(tmp_path: Path, coach_home: Path) -> None:
