@@ -8,8 +8,10 @@ each fraction f in TARGET_FRACTIONS, the target is the worst loss of the 3 epoch
 end at epoch round(f × curve length), so its stop rule is met there or earlier (N is then
 recomputed from the data). Only targets with N ≥ MIN_TRUE_EPOCHS are kept. The estimator
 then sees only the first 20% (and 50%) of N epochs — never fewer than 3 — and predicts
-N; the relative error is |predicted − N| / N, and an "unreachable" prediction counts as
-an infinite error (it is a miss). Printed: median and 90th percentile per horizon, over
+N (it is given the validation losses and, as in the job loop, the training losses of the
+same epochs where the file has a `train_loss` column); the relative error is
+|predicted − N| / N, and an "unreachable" prediction counts as an infinite error (it is a
+miss). Printed: median and 90th percentile per horizon, over
 all curves and separately for the curves recorded here and the published ones (ext_*).
 
 Speed: bench/speed/*.csv (`workers,servers,samples_per_s,global_batch`, one file per
@@ -50,9 +52,16 @@ INTERVAL_COVERAGE = 0.8   # what an 80% interval should do
 
 
 def read_curve(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    return read_curve_with_train(path)[:2]
+
+
+def read_curve_with_train(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(epochs, validation losses, training losses or None if the file has no train_loss column)."""
     with path.open() as fh:
         rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))
-    return np.array([float(r["epoch"]) for r in rows]), np.array([float(r["loss"]) for r in rows])
+    train = (np.array([float(r["train_loss"]) for r in rows])
+             if rows and rows[0].get("train_loss") not in (None, "") else None)
+    return np.array([float(r["epoch"]) for r in rows]), np.array([float(r["loss"]) for r in rows]), train
 
 
 def stop_epoch(epochs: np.ndarray, losses: np.ndarray, target: float, consecutive: int) -> int | None:
@@ -81,13 +90,15 @@ def targets_for(epochs: np.ndarray, losses: np.ndarray, consecutive: int) -> lis
 def convergence_benchmark(consecutive: int) -> tuple[list[dict], dict]:
     cases = []
     for path in sorted((ROOT / "curves").glob("*.csv")):
-        epochs, losses = read_curve(path)
+        epochs, losses, train = read_curve_with_train(path)
         for target, n_true in targets_for(epochs, losses, consecutive):
             case = {"curve": path.stem, "target": round(target, 6), "true_epoch": n_true}
             for h in HORIZONS:
                 seen = max(MIN_SEEN, int(math.ceil(h * n_true)))
                 try:
-                    fit = fit_convergence(epochs[:seen], losses[:seen])
+                    # the training losses of the same epochs, as the job loop passes them
+                    fit = fit_convergence(epochs[:seen], losses[:seen],
+                                          train_losses=None if train is None else train[:seen])
                     p = fit.epochs_to_target(target, consecutive)
                     pred, lo, hi = p.epoch, p.lo, p.hi
                 except EstimateError:

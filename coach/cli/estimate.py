@@ -32,10 +32,12 @@ class Curve:
     epochs: list[float]        # as in the file
     losses: list[float]
     offset: float              # model progress = file epoch + offset (nonzero only if the file starts at ≤ 0)
+    train_losses: list[float] | None = None   # a `train_loss` column, if the header names one
 
 
 def read_curve(path: Path) -> Curve:
-    """Read `epoch,loss` rows (an optional header may name the columns and add others).
+    """Read `epoch,loss` rows (an optional header may name the columns and add others; a
+    `train_loss` column, as in Coach's own records, is read too and helps tell a plateau).
 
     Raises SpecError naming the file, the line and the field for anything unusable.
     """
@@ -51,15 +53,17 @@ def read_curve(path: Path) -> Curve:
             if row and any(c.strip() for c in row) and not row[0].lstrip().startswith("#")]
     if not rows:
         raise SpecError(source, "", "no rows: expected lines of 'epoch,loss'")
-    i_epoch, i_loss = 0, 1
+    i_epoch, i_loss, i_train = 0, 1, None
     first = [c.strip().lower() for c in rows[0][1]]
     if not _is_number(first[0]):
         if "epoch" not in first or "loss" not in first:
             raise SpecError(source, "line 1", f"header must name the columns 'epoch' and 'loss', got {rows[0][1]}")
         i_epoch, i_loss = first.index("epoch"), first.index("loss")
+        i_train = first.index("train_loss") if "train_loss" in first else None
         rows = rows[1:]
     epochs: list[float] = []
     losses: list[float] = []
+    train: list[float] = []
     for n, row in rows:
         epoch = _field(source, n, row, i_epoch, "epoch")
         loss = _field(source, n, row, i_loss, "loss")
@@ -67,19 +71,25 @@ def read_curve(path: Path) -> Curve:
             raise SpecError(source, f"line {n}: epoch", f"epochs must increase, got {epoch:g} after {epochs[-1]:g}")
         if loss < 0:
             raise SpecError(source, f"line {n}: loss", f"must be ≥ 0, got {loss:g}")
+        if i_train is not None:
+            train_loss = _field(source, n, row, i_train, "train_loss")
+            if train_loss < 0:
+                raise SpecError(source, f"line {n}: train_loss", f"must be ≥ 0, got {train_loss:g}")
+            train.append(train_loss)
         epochs.append(epoch)
         losses.append(loss)
     if len(epochs) < 3:
         raise SpecError(source, "", f"need at least 3 rows of 'epoch,loss' to fit a curve, got {len(epochs)}")
     offset = 1.0 - epochs[0] if epochs[0] <= 0 else 0.0
-    return Curve(epochs, losses, offset)
+    return Curve(epochs, losses, offset, train if i_train is not None else None)
 
 
 def predict_curve(curve: Curve, target: float, consecutive: int = 1) -> EpochsPrediction:
     """Fit the curve and predict its stop epoch, in the file's epoch numbering."""
     from coach.estimate import EpochsPrediction, fit_convergence
 
-    fit = fit_convergence([e + curve.offset for e in curve.epochs], curve.losses)
+    fit = fit_convergence([e + curve.offset for e in curve.epochs], curve.losses,
+                          train_losses=curve.train_losses)
     pred = fit.epochs_to_target(target, consecutive)
     shift = (lambda e: None if e is None else int(round(e - curve.offset)))  # noqa: E731
     return EpochsPrediction(epoch=shift(pred.epoch), lo=shift(pred.lo), hi=shift(pred.hi),

@@ -25,7 +25,7 @@ def fit_history(epochs: Sequence[EpochRecord], global_batch: int, samples_per_ep
     """
     try:
         fit = fit_convergence(progress_of(epochs, samples_per_epoch), [e.val_loss for e in epochs],
-                              bootstrap=bootstrap)
+                              bootstrap=bootstrap, train_losses=[e.train_loss for e in epochs])
     except EstimateError:
         fit = None
     samples = [SpeedSample(e.workers, e.servers, e.samples_per_s, global_batch)

@@ -150,3 +150,33 @@ def test_curve_logged_per_step_is_answered_without_walking_every_step(tmp_path):
     k = np.array([1e6, 2e6, 3e6, 4e6])
     out = run(str(write_curve(tmp_path, k, 1 / (1e-6 * k + 0.8) + 0.44)), "--target", "0.5")
     assert out["reachable"] and 1.3e7 < out["epochs_to_target"] < 1.9e7   # exact crossing: 1.59e7
+
+
+def test_train_loss_column_is_read_and_tells_noise_from_a_plateau(tmp_path):
+    # the first 4 epochs of bench/curves/ext_handsonml2_fashion_mlp_sgd.csv (the run met
+    # 0.3252 three epochs in a row at epoch 20): alone the validation loss looks flat
+    rows = [(1, 0.5207, 1.0187), (2, 0.4345, 0.5028), (3, 0.5334, 0.4485), (4, 0.3916, 0.4209)]
+    alone = tmp_path / "val.csv"
+    alone.write_text("epoch,loss\n" + "".join(f"{e},{v}\n" for e, v, _ in rows))
+    both = tmp_path / "both.csv"
+    both.write_text("epoch,loss,train_loss\n" + "".join(f"{e},{v},{t}\n" for e, v, t in rows))
+    assert not run(str(alone), "--target", "0.3252", "--consecutive", "3")["reachable"]
+    out = run(str(both), "--target", "0.3252", "--consecutive", "3")
+    assert out["reachable"] and 4 < out["epochs_to_target"] < 40
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        pytest.param("epoch,loss,train_loss\n1,1.0,1.1\n2,0.8,x\n3,0.5,0.6\n",
+                     "line 3: train_loss: not a number: 'x'", id="bad-train-loss"),
+        pytest.param("epoch,loss,train_loss\n1,1.0,1.1\n2,0.8,-1\n3,0.5,0.6\n",
+                     "line 3: train_loss: must be ≥ 0", id="negative-train-loss"),
+    ],
+)
+def test_bad_train_loss_column_raises_spec_error(tmp_path, content, message):
+    path = tmp_path / "curve.csv"
+    path.write_text(content)
+    with pytest.raises(SpecError) as err:
+        CliRunner().invoke(app, ["estimate", str(path), "--target", "0.2"], catch_exceptions=False)
+    assert str(err.value).startswith(f"{path}: {message}")

@@ -187,3 +187,67 @@ def test_invalid_target_or_consecutive():
         fit.epochs_to_target(float("nan"))
     with pytest.raises(EstimateError):
         fit.epochs_to_target(0.2, consecutive=0)
+
+
+# The first 4 epochs of bench/curves/ext_handsonml2_fashion_mlp_sgd.csv (Fashion-MNIST MLP,
+# ageron/handson-ml2): the validation loss scatters (0.43, then 0.53), the training loss falls.
+FASHION_VAL = [0.5207, 0.4345, 0.5334, 0.3916]
+FASHION_TRAIN = [1.0187, 0.5028, 0.4485, 0.4209]
+
+
+def test_noisy_validation_over_a_falling_training_loss_is_not_a_plateau():
+    k = [1, 2, 3, 4]
+    alone = fit_convergence(k, FASHION_VAL).epochs_to_target(0.3252, consecutive=3)
+    assert not alone.reachable                      # the validation loss alone looks flat
+    fit = fit_convergence(k, FASHION_VAL, train_losses=FASHION_TRAIN)
+    assert fit.b0 > 0                               # not stored as a plateau
+    pred = fit.epochs_to_target(0.3252, consecutive=3)
+    assert pred.reachable and 4 < pred.epoch < 40   # the run met it at epoch 20
+    assert pred.lo <= pred.epoch and (pred.hi is None or pred.hi >= pred.epoch)
+
+
+def test_stuck_in_both_losses_is_still_a_plateau():
+    rng = np.random.default_rng(3)
+    k = np.arange(1, 31)
+    val = 2.30 + rng.normal(0, 0.02, k.size)        # chance level for 10 classes
+    train = 2.31 + rng.normal(0, 0.005, k.size)
+    fit = fit_convergence(k, val, train_losses=train)
+    assert fit.b0 == 0.0
+    assert not fit.epochs_to_target(1.0).reachable
+
+
+def test_training_losses_do_not_move_a_falling_curve():
+    k = np.arange(1, 21)
+    alone = fit_convergence(k, curve(k, 0.5, 1.0, 0.1))
+    both = fit_convergence(k, curve(k, 0.5, 1.0, 0.1), train_losses=curve(k, 0.6, 1.0, 0.05))
+    assert both == alone
+
+
+def test_training_losses_are_sorted_with_their_progress():
+    k = [4, 1, 3, 2]
+    order = np.argsort(k)
+    shuffled = fit_convergence(k, list(np.array(FASHION_VAL)[order.argsort()]),
+                               train_losses=list(np.array(FASHION_TRAIN)[order.argsort()]))
+    assert shuffled == fit_convergence([1, 2, 3, 4], FASHION_VAL, train_losses=FASHION_TRAIN)
+
+
+@pytest.mark.parametrize(
+    ("train", "message"),
+    [
+        pytest.param([1.0, 0.9], "training losses", id="length-mismatch"),
+        pytest.param([1.0, float("nan"), 0.8, 0.7], "finite", id="nan"),
+        pytest.param([1.0, -0.9, 0.8, 0.7], "≥ 0", id="negative"),
+        pytest.param(["a", 0.9, 0.8, 0.7], "numbers", id="not-a-number"),
+    ],
+)
+def test_invalid_training_losses_raise_estimate_error(train, message):
+    with pytest.raises(EstimateError, match=message):
+        fit_convergence([1, 2, 3, 4], FASHION_VAL, train_losses=train)
+
+
+def test_overfitting_with_a_falling_training_loss_still_does_not_cross_below_the_minimum():
+    # the validation loss turns up after epoch 20 while the training loss keeps falling
+    k = np.arange(1, 41)
+    val = np.concatenate([curve(k[:20], 0.5, 1.0, 0.3), curve(20, 0.5, 1.0, 0.3) + 0.01 * np.arange(1, 21)])
+    pred = fit_convergence(k, val, train_losses=curve(k, 0.5, 1.0, 0.05)).epochs_to_target(0.2)
+    assert not pred.reachable
