@@ -12,6 +12,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
@@ -48,7 +49,22 @@ type Plugin struct {
 	// yielded holds jobs whose pods yielded to an older job; they are
 	// activated when that job's group starts or fails.
 	yielded map[jobs.Key]struct{}
+	// blocked holds, per job whose minimum group is not placed, the pod that
+	// found no node in the filters. Its siblings stay out of the barrier until
+	// it passes them: otherwise the queue (which requeues that pod only on
+	// events that may help it) sends the siblings back within milliseconds,
+	// they hold the room at the barrier for the whole timeout, and a younger
+	// job that would fit never gets it (kubernetes-sigs/scheduler-plugins#713).
+	blocked map[jobs.Key]types.UID
 }
+
+// refusedKey marks in the cycle state that PreFilter itself refused the pod,
+// so PostFilter can tell that from a pod the filters found no node for.
+const refusedKey fwk.StateKey = Name + "/refused"
+
+type refused struct{}
+
+func (refused) Clone() fwk.StateData { return refused{} }
 
 var (
 	_ fwk.PreEnqueuePlugin  = &Plugin{}
@@ -72,7 +88,7 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 // NewWithRegistry builds the plugin on a given handle and registry (tests).
 func NewWithRegistry(h fwk.Handle, r *jobs.Registry, timeout time.Duration) *Plugin {
 	return &Plugin{handle: h, registry: r, timeout: timeout, failed: map[jobs.Key]time.Time{},
-		yielded: map[jobs.Key]struct{}{}}
+		yielded: map[jobs.Key]struct{}{}, blocked: map[jobs.Key]types.UID{}}
 }
 
 func decodeArgs(obj runtime.Object) (Args, error) {
@@ -190,11 +206,19 @@ func (p *Plugin) sameJobAdded(_ klog.Logger, pod *v1.Pod, _, newObj interface{})
 
 // PreFilter refuses a pod whose job's minimum group cannot fit the free
 // capacity now, so no node is held for a group that cannot start.
-func (p *Plugin) PreFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	m, ok := jobs.MemberOf(pod)
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
+	result, status := p.preFilter(ctx, m, pod)
+	if state != nil && status.IsRejected() {
+		state.Write(refusedKey, refused{})
+	}
+	return result, status
+}
+
+func (p *Plugin) preFilter(ctx context.Context, m jobs.Member, pod *v1.Pod) (*fwk.PreFilterResult, *fwk.Status) {
 	v, _ := p.registry.View(m.Job)
 	if ok, why := core.Admit(v); !ok {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
@@ -202,6 +226,10 @@ func (p *Plugin) PreFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _
 	waiting := p.waitingByJob()
 	if v.Placed() >= v.MinGroup {
 		return nil, nil // an elastic extra: placed on its own
+	}
+	if blocker := p.blockedBy(m.Job, pod); blocker != "" {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
+			"job %s: pod %s of its minimum group found no node; the group waits for it", m.Job, blocker))
 	}
 	demand := core.Outstanding(v, waiting[m.Job])
 	var inFlight [][]jobs.Request
@@ -249,10 +277,15 @@ func (p *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
 // PostFilter runs when a pod of a job found no node: the job's pods waiting
 // at the barrier are released at once rather than at the timeout.
-func (p *Plugin) PostFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	m, ok := jobs.MemberOf(pod)
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	if state != nil {
+		if _, err := state.Read(refusedKey); err != nil { // the filters found no node, not PreFilter
+			p.block(m.Job, pod)
+		}
 	}
 	p.markFailed(m.Job)
 	p.wakeYielded(klog.FromContext(ctx))
@@ -281,6 +314,9 @@ func (p *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, node
 	m, ok := jobs.MemberOf(pod)
 	if !ok {
 		return nil, 0
+	}
+	if p.unblock(m.Job, pod) { // it passed the filters: its siblings may come back
+		go p.activate(klog.FromContext(ctx), p.registry.Unbound(m.Job), pod)
 	}
 	v, _ := p.registry.View(m.Job)
 	var siblings []fwk.WaitingPod
@@ -323,6 +359,54 @@ func (p *Plugin) release(ctx context.Context, job jobs.Key, why string) {
 	if n > 0 {
 		klog.FromContext(ctx).V(2).Info("Released waiting group", "job", job.String(), "pods", n, "reason", why)
 	}
+}
+
+// block keeps the siblings of pod, which found no node, out of the barrier
+// while the job's minimum group is not placed. Entries of jobs that are gone
+// are dropped here, so the map stays small.
+func (p *Plugin) block(job jobs.Key, pod *v1.Pod) {
+	if v, ok := p.registry.View(job); !ok || v.Placed() >= v.MinGroup {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k := range p.blocked {
+		if _, ok := p.registry.View(k); !ok {
+			delete(p.blocked, k)
+		}
+	}
+	p.blocked[job] = pod.UID
+}
+
+// blockedBy names the pod that keeps pod's group out of the barrier, or ""
+// (pod itself, or a blocking pod that is no longer pending, clears the block).
+func (p *Plugin) blockedBy(job jobs.Key, pod *v1.Pod) string {
+	p.mu.Lock()
+	uid, ok := p.blocked[job]
+	p.mu.Unlock()
+	if !ok || uid == pod.UID {
+		return ""
+	}
+	for _, q := range p.registry.Unbound(job) {
+		if q.UID == uid {
+			return q.Name
+		}
+	}
+	p.unblock(job, nil)
+	return ""
+}
+
+// unblock clears job's block if pod is its blocking pod (any pod if nil);
+// true if it did.
+func (p *Plugin) unblock(job jobs.Key, pod *v1.Pod) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	uid, ok := p.blocked[job]
+	if !ok || (pod != nil && uid != pod.UID) {
+		return false
+	}
+	delete(p.blocked, job)
+	return true
 }
 
 func (p *Plugin) markFailed(job jobs.Key) {

@@ -2,15 +2,19 @@ package gang_test
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/coach/scheduler_plugins/pkg/gang"
 	"github.com/coach/scheduler_plugins/pkg/jobs"
@@ -23,6 +27,26 @@ type fakeHandle struct {
 	fwk.Handle
 	waiting  []*fakeWaiting
 	snapshot *schedcache.Snapshot
+
+	mu        sync.Mutex
+	activated map[string]bool
+}
+
+func (h *fakeHandle) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.activated == nil {
+		h.activated = map[string]bool{}
+	}
+	for _, p := range pods {
+		h.activated[p.Name] = true
+	}
+}
+
+func (h *fakeHandle) wasActivated(name string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.activated[name]
 }
 
 func (h *fakeHandle) IterateOverWaitingPods(f func(fwk.WaitingPod)) {
@@ -250,6 +274,71 @@ func TestYoungerJobYieldsToOlderThatFits(t *testing.T) {
 			h := &fakeHandle{snapshot: schedcache.NewSnapshot(nil, []*v1.Node{node("n1", tt.slots)})}
 			_, s := gang.NewWithRegistry(h, r, time.Second).PreFilter(t.Context(), nil, tt.pod, nil)
 			if s.Code() != tt.want {
+				t.Fatalf("PreFilter = %v, want %v", s, tt.want)
+			}
+		})
+	}
+}
+
+// A pod of a minimum group that the filters found no node for (here: a node
+// selector no node has) keeps its siblings out of the barrier until it passes
+// the filters itself; otherwise the siblings come back at once, hold the room
+// for the whole timeout, and a younger job that fits never gets it (#713).
+// PreFilter's own refusals (group does not fit, yield) block nothing.
+func TestAGroupWaitsForItsPodThatFoundNoNode(t *testing.T) {
+	tests := []struct {
+		name string
+		// what happens after pod 3 of job a failed a scheduling cycle
+		refusedByPreFilter bool // the cycle failed in the gang's PreFilter, not in the filters
+		passes             bool // pod 3 then passes the filters (reaches Permit)
+		deleted            bool // pod 3 is deleted
+		want               fwk.Code
+	}{
+		{name: "siblings wait", want: fwk.Unschedulable},
+		{name: "the gang's own refusal blocks nothing", refusedByPreFilter: true, want: fwk.Success},
+		{name: "released once it passes the filters", passes: true, want: fwk.Success},
+		{name: "released when it is gone", deleted: true, want: fwk.Success},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := jobs.NewRegistry()
+			pods := jobPods("a", 4, 4)
+			for i, p := range pods {
+				p.UID = types.UID(fmt.Sprintf("uid-%d", i))
+				r.Observe(p)
+			}
+			h := &fakeHandle{snapshot: schedcache.NewSnapshot(nil, []*v1.Node{node("n1", 4)})}
+			pl := gang.NewWithRegistry(h, r, time.Second)
+			state := framework.NewCycleState()
+			if tt.refusedByPreFilter { // the same cycle, seen by a scheduler whose node is too small
+				small := &fakeHandle{snapshot: schedcache.NewSnapshot(nil, []*v1.Node{node("n1", 3)})}
+				if _, s := gang.NewWithRegistry(small, r, time.Second).PreFilter(t.Context(), state, pods[3], nil); s.IsSuccess() {
+					t.Fatal("PreFilter on 3 slots should refuse a group of 4")
+				}
+			}
+			pl.PostFilter(t.Context(), state, pods[3], nil)
+			if _, s := pl.PreFilter(t.Context(), framework.NewCycleState(), pods[3], nil); !s.IsSuccess() {
+				t.Fatalf("the pod that found no node: PreFilter = %v, want Success (it may try again)", s)
+			}
+			if tt.passes {
+				if s, _ := pl.Permit(t.Context(), nil, pods[3], "n1"); !s.IsWait() {
+					t.Fatalf("Permit = %v, want Wait", s)
+				}
+				deadline := time.Now().Add(5 * time.Second)
+				for !h.wasActivated(pods[0].Name) && time.Now().Before(deadline) {
+					time.Sleep(10 * time.Millisecond)
+				}
+				if !h.wasActivated(pods[0].Name) || h.wasActivated(pods[3].Name) {
+					t.Fatalf("activated %v, want the siblings only", h.activated)
+				}
+			}
+			if tt.deleted { // and replaced by a new pod (its controller recreates it)
+				r.Forget(pods[3])
+				again := pods[3].DeepCopy()
+				again.UID = "uid-3-again"
+				r.Observe(again)
+			}
+			if _, s := pl.PreFilter(t.Context(), framework.NewCycleState(), pods[0], nil); s.Code() != tt.want {
 				t.Fatalf("PreFilter = %v, want %v", s, tt.want)
 			}
 		})
