@@ -166,8 +166,9 @@ class ConvergenceFit:
             early, late = extrapolation_interval(point, self.last_progress)
             least = max(start, 0) + max(consecutive - max(streak, 0), 0)   # epochs the rule needs at least
             lo = max(min(point if lo is None else lo, point, early), min(least, point))
-            # past the horizon (for a job: what max_epochs leaves) the job does not run: "maybe never"
-            hi = None if hi is None or late > limit else max(hi, point, late)
+            # past a given horizon (a job's: what max_epochs leaves) the job does not run: "maybe
+            # not"; the default horizon is only a guard against nonsense and cuts nothing here
+            hi = None if hi is None or (horizon is not None and late > limit) else max(hi, point, late)
         if target <= self.b2:
             note = (f"target {target:g} is at or below the fitted asymptote {self.b2:.4g}: "
                     "the loss is not expected to get there")
