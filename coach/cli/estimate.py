@@ -112,7 +112,7 @@ def estimate(
         pred = predict_curve(data, target, consecutive)
     except EstimateError as exc:
         raise SpecError(str(curve), "", str(exc)) from exc
-    except (OverflowError, FloatingPointError) as exc:   # e.g. losses near 1e308
+    except (OverflowError, FloatingPointError, ValueError) as exc:   # e.g. losses near 1e308
         raise SpecError(str(curve), "loss", f"values too large to fit a curve to ({exc})") from None
     if json_out:
         typer.echo(json.dumps({"epochs_to_target": pred.epoch, "interval": [pred.lo, pred.hi],

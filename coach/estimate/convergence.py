@@ -233,8 +233,8 @@ def _train_falls(k: np.ndarray, train: np.ndarray | None, weights: np.ndarray, t
         return False
     try:
         b_train, scale_train = _fit(k, train, weights, start=None)
-    except EstimateError:
-        return False
+    except (EstimateError, ValueError, OverflowError, FloatingPointError):   # e.g. losses near 1e308
+        return False   # no evidence that it falls: the validation curve decides alone
     return not _flat(k, b_train, scale_train, tail)
 
 

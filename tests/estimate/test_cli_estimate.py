@@ -135,6 +135,9 @@ def test_byte_order_mark_is_not_part_of_the_header(tmp_path):
     [
         pytest.param("epoch,loss\n".encode("utf-16"), "not a UTF-8 text file", id="utf-16"),
         pytest.param(b"epoch,loss\n1,1e308\n2,1e307\n3,1e306\n4,1e305\n", "loss: values too large", id="huge"),
+        # the scipy error for these was a ValueError: a traceback
+        pytest.param(b"epoch,loss\n1,1.7e308\n2,1.6e308\n3,1.5e308\n4,1.4e308\n5,1.3e308\n",
+                     "loss: values too large", id="huger"),
     ],
 )
 def test_unusable_files_name_the_problem(tmp_path, content, message):
@@ -180,3 +183,11 @@ def test_bad_train_loss_column_raises_spec_error(tmp_path, content, message):
     with pytest.raises(SpecError) as err:
         CliRunner().invoke(app, ["estimate", str(path), "--target", "0.2"], catch_exceptions=False)
     assert str(err.value).startswith(f"{path}: {message}")
+
+
+def test_a_training_loss_too_large_to_fit_leaves_the_validation_curve_to_decide(tmp_path):
+    # a flat validation loss over training losses near 1e308 (a traceback before)
+    path = tmp_path / "curve.csv"
+    path.write_text("epoch,loss,train_loss\n" + "".join(f"{e},{1.0 + 0.01 * (e % 2)},{1.7e308 - e * 1e307}\n"
+                                                         for e in range(1, 7)))
+    assert not run(str(path), "--target", "0.5")["reachable"]

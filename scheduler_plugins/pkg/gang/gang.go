@@ -256,8 +256,8 @@ func (p *Plugin) preFilter(ctx context.Context, m jobs.Member, pod *v1.Pod) (*fw
 	// yields. When everything fits, nobody yields.
 	reserved := inFlight
 	for _, older := range p.registry.OlderUnplaced(m.Job) {
-		if ok, _ := core.Admit(older); !ok || waiting[older.Key] > 0 || p.recentlyFailed(older.Key) {
-			continue
+		if ok, _ := core.Admit(older); !ok || waiting[older.Key] > 0 || p.recentlyFailed(older.Key) || p.isBlocked(older.Key) {
+			continue // cannot start now: it does not hold younger jobs back
 		}
 		reserved = append(reserved, core.Outstanding(older, 0))
 	}
@@ -362,10 +362,13 @@ func (p *Plugin) release(ctx context.Context, job jobs.Key, why string) {
 }
 
 // block keeps the siblings of pod, which found no node, out of the barrier
-// while the job's minimum group is not placed. Entries of jobs that are gone
-// are dropped here, so the map stays small.
+// while the job's minimum group is not placed and cannot be completed without
+// pod (an extra worker that found no node holds nothing back). Entries of
+// jobs that are gone are dropped here, so the map stays small.
 func (p *Plugin) block(job jobs.Key, pod *v1.Pod) {
-	if v, ok := p.registry.View(job); !ok || v.Placed() >= v.MinGroup {
+	v, ok := p.registry.View(job)
+	m, _ := jobs.MemberOf(pod)
+	if !ok || v.Placed() >= v.MinGroup || (v.Placed()+len(v.Unplaced)-1 >= v.MinGroup && v.Roles[m.Role] > 1) {
 		return
 	}
 	p.mu.Lock()
@@ -394,6 +397,13 @@ func (p *Plugin) blockedBy(job jobs.Key, pod *v1.Pod) string {
 	}
 	p.unblock(job, nil)
 	return ""
+}
+
+func (p *Plugin) isBlocked(job jobs.Key) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.blocked[job]
+	return ok
 }
 
 // unblock clears job's block if pod is its blocking pod (any pod if nil);

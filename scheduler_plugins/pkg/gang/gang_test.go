@@ -344,3 +344,44 @@ func TestAGroupWaitsForItsPodThatFoundNoNode(t *testing.T) {
 		})
 	}
 }
+
+// A pod the minimum group can do without (an extra worker) blocks nothing: the
+// other pods make up the group, as they did before the block existed.
+func TestAnExtraPodThatFoundNoNodeBlocksNothing(t *testing.T) {
+	r := jobs.NewRegistry()
+	pods := jobPods("a", 5, 4) // pod 4 is a second worker beyond the minimum group
+	for i, p := range pods {
+		p.UID = types.UID(fmt.Sprintf("uid-%d", i))
+		r.Observe(p)
+	}
+	pl := gang.NewWithRegistry(&fakeHandle{snapshot: schedcache.NewSnapshot(nil, []*v1.Node{node("n1", 8)})}, r, time.Second)
+	pl.PostFilter(t.Context(), framework.NewCycleState(), pods[4], nil)
+	if _, s := pl.PreFilter(t.Context(), framework.NewCycleState(), pods[0], nil); !s.IsSuccess() {
+		t.Fatalf("PreFilter = %v, want Success: the group is complete without pod 4", s)
+	}
+}
+
+// A blocked older job cannot start, so a younger job that fits does not yield
+// to it, also once the older job's failure is older than the permit timeout
+// (its blocked siblings are refused in PreFilter, so nothing renews it).
+func TestYoungerJobDoesNotYieldToABlockedOlderJob(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	older, younger := jobPods("old", 4, 4), jobPods("young", 3, 3)
+	for i, p := range older {
+		p.CreationTimestamp, p.UID = metav1.NewTime(t0), types.UID(fmt.Sprintf("old-%d", i))
+	}
+	for _, p := range younger {
+		p.CreationTimestamp = metav1.NewTime(t0.Add(time.Second))
+	}
+	r := jobs.NewRegistry()
+	for _, p := range append(append([]*v1.Pod{}, older...), younger...) {
+		r.Observe(p)
+	}
+	timeout := 20 * time.Millisecond
+	pl := gang.NewWithRegistry(&fakeHandle{snapshot: schedcache.NewSnapshot(nil, []*v1.Node{node("n1", 4)})}, r, timeout)
+	pl.PostFilter(t.Context(), framework.NewCycleState(), older[3], nil)
+	time.Sleep(2 * timeout)
+	if _, s := pl.PreFilter(t.Context(), framework.NewCycleState(), younger[0], nil); !s.IsSuccess() {
+		t.Fatalf("PreFilter = %v, want Success", s)
+	}
+}
