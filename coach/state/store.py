@@ -79,7 +79,11 @@ def what_to_do(e: sqlite3.DatabaseError, path: Path) -> str:
         return f"it cannot be written: check the permissions of {path} and of {path.parent}, or set COACH_HOME"
     if name.startswith("SQLITE_FULL"):
         return f"the disk holding {path.parent} is full: free some space, then `coach resume` any interrupted job"
-    if name.startswith(("SQLITE_IOERR", "SQLITE_CANTOPEN")):
+    if name.startswith("SQLITE_CANTOPEN"):
+        if path.is_dir():
+            return f"{path} is a folder: move it away, or set COACH_HOME to another folder"
+        return f"check that {path.parent} can be written (permissions), or set COACH_HOME to a folder that can"
+    if name.startswith("SQLITE_IOERR"):
         return f"the file system failed to read or write it: check the disk holding {path.parent}"
     return "if it is damaged, move it away to start a new one; its jobs are then forgotten"
 
@@ -95,7 +99,7 @@ class Store:
                 c.execute("PRAGMA journal_mode=WAL")
                 c.executescript(SCHEMA)
         except sqlite3.DatabaseError as e:
-            raise StateError(f"{self.path}: cannot open the state store: {e}") from None
+            raise StateError(f"{self.path}: cannot open the state store: {e} ({what_to_do(e, self.path)})") from None
         except OSError as e:
             hint = (f"; {self.path.parent} must be a folder (set COACH_HOME to one)"
                     if self.path.parent.exists() and not self.path.parent.is_dir() else "")

@@ -88,3 +88,10 @@ def test_store_errors_say_what_to_do_not_always_move_it_away(store: Store, make_
     error = make_error(store.path)
     assert advice in what_to_do(error, store.path)
     assert "move it away" not in what_to_do(error, store.path)
+
+
+def test_a_store_that_cannot_be_opened_says_why(tmp_path: Path) -> None:
+    # SQLite's own words were all the user got: "unable to open database file"
+    (tmp_path / "coach.db").mkdir()
+    with pytest.raises(StateError, match=r"coach.db is a folder: move it away, or set COACH_HOME"):
+        Store(tmp_path / "coach.db")
