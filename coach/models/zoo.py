@@ -7,6 +7,7 @@ submitting machine (nor on later edits of the file).
 
 from __future__ import annotations
 
+import linecache
 import types
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,8 @@ def _user_model(path: Path, num_classes: int, source: str | None) -> Any:
     try:
         if source is None:
             source = path.read_text()
+        # tracebacks quote the lines that ran, not the file as edited since (no mtime: kept)
+        linecache.cache[str(path)] = (len(source), None, source.splitlines(True), str(path))
         exec(compile(source, str(path), "exec"), module.__dict__)
     except OSError as e:
         raise UserCodeError(f"{path}: cannot be read: {e.strerror or e}") from None
