@@ -205,7 +205,8 @@ func (p *Plugin) sameJobAdded(_ klog.Logger, pod *v1.Pod, _, newObj interface{})
 }
 
 // PreFilter refuses a pod whose job's minimum group cannot fit the free
-// capacity now, so no node is held for a group that cannot start.
+// capacity now, or has a pod the filters found no node for, so no node is
+// held for a group that cannot start.
 func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	m, ok := jobs.MemberOf(pod)
 	if !ok {
@@ -276,7 +277,8 @@ func (p *Plugin) preFilter(ctx context.Context, m jobs.Member, pod *v1.Pod) (*fw
 func (p *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
 // PostFilter runs when a pod of a job found no node: the job's pods waiting
-// at the barrier are released at once rather than at the timeout.
+// at the barrier are released at once rather than at the timeout, and if the
+// filters (not PreFilter) refused it, they wait for it (see blocked).
 func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	m, ok := jobs.MemberOf(pod)
 	if !ok {
