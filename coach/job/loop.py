@@ -221,7 +221,8 @@ class JobLoop:
             max_servers=self.spec.max_servers,
             static=(self.spec.workers, self.spec.servers) if self.spec.allocation == "static" else None,
             resources=self.spec.resources,
-            epoch_budget=epoch_budget(self.spec.budget - spent, remaining_epochs), prices=self.spec.prices)
+            epoch_budget=epoch_budget(self.spec.budget - spent, remaining_epochs), prices=self.spec.prices,
+            current=next(((r.workers, r.servers) for r in reversed(history) if r.phase == "training"), None))
 
     # -- the loop --------------------------------------------------------------------------
     def run_job(self) -> str:

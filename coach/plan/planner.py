@@ -15,7 +15,10 @@ Optimus' greedy (EuroSys'18, §4.1) over the capacity the jobs share:
    — the predicted reduction of the job's remaining time per core the step costs —
    and grant the best one, as long as it saves at least `gain_floor(speed)` of T: 2%,
    or the speed model's held-out MAPE if larger (a gain inside the model's error is no
-   gain). Stop when no step qualifies.
+   gain). A step back up to the (w, s) the job is training on (`current`) only has to
+   save something: a gain inside the error is no reason to change, in either direction
+   (without this a job fell from (2, 1) to its minimum whenever noisy epochs raised the
+   model's error, and trained slower). Stop when no step qualifies.
 
 A job alone on a 2-core machine whose measured speed does not improve with a second
 worker therefore stays at one worker: U ≤ 0 for the worker step. Deterministic: ties go
@@ -51,6 +54,7 @@ class JobDemand:
     resources: Mapping[str, RoleResources] = field(default_factory=lambda: dict(DEFAULT_RESOURCES))
     epoch_budget: float | None = None   # predicted epoch cost must stay ≤ this; None = no limit
     prices: Prices = DEFAULT_PRICES
+    current: tuple[int, int] | None = None   # (w, s) of its last training epoch; None before
 
 
 def demand_to_json(d: JobDemand) -> str:
@@ -66,6 +70,7 @@ def demand_from_json(text: str) -> JobDemand:
         speed = SpeedModel(**{**speed, "coef": tuple(speed["coef"]),
                               "points": tuple(tuple(p) for p in speed["points"])})
     return JobDemand(**{**o, "speed": speed, "static": None if o["static"] is None else tuple(o["static"]),
+                        "current": None if o.get("current") is None else tuple(o["current"]),
                         "resources": {r: RoleResources(**v) for r, v in o["resources"].items()},
                         "prices": Prices(**o["prices"])})
 
@@ -223,10 +228,12 @@ def _step(d: JobDemand, ws: tuple[int, int], role: str, free_cpu: float, free_me
         if cost > d.epoch_budget:
             return _Step(False, per_core, f"a {nth} {role} would make an epoch cost {cost:.4g}, "
                                           f"above the epoch budget {d.epoch_budget:.4g}")
-    floor = gain_floor(d.speed)
-    if now - then < floor * now:
+    keeps = d.current is not None and nw <= d.current[0] and ns <= d.current[1]   # back to what it runs on
+    floor = 0.0 if keeps else gain_floor(d.speed)
+    if now - then <= 0 or now - then < floor * now:
+        short = "no gain" if keeps else f"under {floor:.0%} of {now:.3g} s"
         return _Step(False, per_core, f"a {nth} {role} would save {now - then:.3g} s {horizon} "
-                                      f"({per_core:.3g} s per core), under {floor:.0%} of {now:.3g} s")
+                                      f"({per_core:.3g} s per core), {short}")
     return _Step(True, per_core, f"a {nth} {role} would save {per_core:.3g} s {horizon} per core")
 
 

@@ -156,6 +156,30 @@ def test_a_gain_within_the_speed_models_error_is_not_taken():
     assert (out.workers, out.servers) == (1, 1) and "under 90%" in out.reason
 
 
+@pytest.mark.parametrize(
+    ("current", "expected"),
+    [
+        pytest.param(None, (1, 1), id="new-job-needs-a-sure-gain"),
+        # trained on (2, 1): a gain inside the error is no reason to fall back to (1, 1)
+        pytest.param((2, 1), (2, 1), id="keeps-what-it-runs-on"),
+        # ... nor to grow past it
+        pytest.param((1, 1), (1, 1), id="grows-only-on-a-sure-gain"),
+    ],
+)
+def test_a_gain_within_the_error_changes_nothing(current, expected):
+    import dataclasses
+
+    noisy = dataclasses.replace(scaling_speed(), mape=0.9)   # 2 workers predicted faster, within 90%
+    out = plan([job("a", noisy, current=current)], capacity_cpu=3.0, capacity_memory_gib=64)["a"]
+    assert (out.workers, out.servers) == expected, out.reason
+
+
+def test_a_job_gives_up_what_it_runs_on_when_it_does_not_help():
+    # trained on (2, 2), but the model says a 2nd worker and a 2nd server are slower: back to (1, 1)
+    out = plan([job("a", two_core_speed(), current=(2, 2))], capacity_cpu=16, capacity_memory_gib=64)["a"]
+    assert (out.workers, out.servers) == (1, 1) and "no gain" in out.reason, out.reason
+
+
 def test_waiting_jobs_are_told_why():
     demands = [job("big", scaling_speed(), static=(4, 2)), job("c", None)]
     out, waits = plan_with_waits(demands, capacity_cpu=3.3, capacity_memory_gib=64)
@@ -168,7 +192,8 @@ def test_waiting_jobs_are_told_why():
     job("fitted", scaling_speed(), epoch_budget=0.5, prices=Prices(0.001, 0.0002), max_workers=3),
     job("nearest", fit_speed([SpeedSample(1, 1, 900, 64), SpeedSample(2, 1, 1000, 128)])),
     job("new", None, remaining_epochs=None, static=(2, 1)),
-], ids=["fitted", "nearest", "no-speed-static"])
+    job("running", scaling_speed(), current=(2, 1)),
+], ids=["fitted", "nearest", "no-speed-static", "running"])
 def test_demand_survives_json_for_other_processes(demand):
     back = demand_from_json(demand_to_json(demand))
     assert back == demand
