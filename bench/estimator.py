@@ -35,6 +35,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent))
 
+from coach.cli.estimate import read_curve  # noqa: E402
 from coach.errors import EstimateError  # noqa: E402
 from coach.estimate import (  # noqa: E402
     EXTRAPOLATION_SPREAD,
@@ -49,19 +50,6 @@ HORIZONS = (0.2, 0.5)
 MIN_TRUE_EPOCHS = 10
 MIN_SEEN = 3
 INTERVAL_COVERAGE = 0.8   # what an 80% interval should do
-
-
-def read_curve(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    return read_curve_with_train(path)[:2]
-
-
-def read_curve_with_train(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """(epochs, validation losses, training losses or None if the file has no train_loss column)."""
-    with path.open() as fh:
-        rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))
-    train = (np.array([float(r["train_loss"]) for r in rows])
-             if rows and rows[0].get("train_loss") not in (None, "") else None)
-    return np.array([float(r["epoch"]) for r in rows]), np.array([float(r["loss"]) for r in rows]), train
 
 
 def stop_epoch(epochs: np.ndarray, losses: np.ndarray, target: float, consecutive: int) -> int | None:
@@ -90,7 +78,9 @@ def targets_for(epochs: np.ndarray, losses: np.ndarray, consecutive: int) -> lis
 def convergence_benchmark(consecutive: int) -> tuple[list[dict], dict]:
     cases = []
     for path in sorted((ROOT / "curves").glob("*.csv")):
-        epochs, losses, train = read_curve_with_train(path)
+        curve = read_curve(path)   # the reader of `coach estimate`: checked, with its train_loss column
+        epochs, losses = np.array(curve.epochs), np.array(curve.losses)
+        train = None if curve.train_losses is None else np.array(curve.train_losses)
         for target, n_true in targets_for(epochs, losses, consecutive):
             case = {"curve": path.stem, "target": round(target, 6), "true_epoch": n_true}
             for h in HORIZONS:

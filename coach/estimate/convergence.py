@@ -67,8 +67,8 @@ looks: with `seen` epochs of data and a prediction `ahead` epochs later, the int
 seen + ahead / f … seen + ahead · f, f = (1 + ahead / seen) ** EXTRAPOLATION_SPREAD. The
 bootstrap alone sees only the noise of the points, not that the curve's shape is
 extrapolated: its 80% intervals held the true stop epoch in 27% (after 20% of the
-epochs) and 37% (after 50%) of the cases of bench/curves. 0.75 is the split-conformal 80% quantile of |log(ahead predicted / ahead
-true)| / log(1 + ahead predicted / seen) over those cases (`bench/estimator.py` prints it,
+epochs) and 37% (after 50%) of the cases of bench/curves. 0.75 is the split-conformal 80%
+quantile of |log(ahead predicted / ahead true)| / log(1 + ahead predicted / seen) over those cases (`bench/estimator.py` prints it,
 and the coverage with the spread recalibrated without each curve in turn)."""
 
 HORIZON_FACTOR = 10.0
@@ -244,10 +244,9 @@ def _fit_convergence(k: np.ndarray, y: np.ndarray, bootstrap: int,
     b, scale = _fit(k, y, weights, start=None)
     tail = weights >= 0.5
     if _flat(k, b, scale, tail) and not _train_falls(k, train, weights, tail):
-        # a plateau: over the recent points the fitted fall is within FLAT_Z standard errors
-        # of a linear trend's fall (σ·√(12/n)), so any split of the level into 1/b1 + b2
-        # fits; say what the data say — it is flat here (unless the training loss, far less
-        # noisy, still falls over the same epochs: then the validation scatter is noise)
+        # a plateau: any split of the level into 1/b1 + b2 fits; say what the data say — it
+        # is flat here (unless the training loss, far less noisy, still falls over the same
+        # epochs: then the validation scatter is noise)
         b = np.array([0.0, FLAT_B1, float(np.median(y[tail]))])
     resid = y - _curve(k, *b)
     replicas: list[tuple[float, float, float]] = []

@@ -98,8 +98,6 @@ class Store:
             with self._connect() as c:
                 c.execute("PRAGMA journal_mode=WAL")
                 c.executescript(SCHEMA)
-        except sqlite3.DatabaseError as e:
-            raise StateError(f"{self.path}: cannot open the state store: {e} ({what_to_do(e, self.path)})") from None
         except OSError as e:
             hint = (f"; {self.path.parent} must be a folder (set COACH_HOME to one)"
                     if self.path.parent.exists() and not self.path.parent.is_dir() else "")
@@ -107,9 +105,10 @@ class Store:
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        c = sqlite3.connect(self.path, timeout=LOCK_TIMEOUT_S)
-        c.row_factory = sqlite3.Row
+        c = None
         try:
+            c = sqlite3.connect(self.path, timeout=LOCK_TIMEOUT_S)   # a folder in its place fails here
+            c.row_factory = sqlite3.Row
             with c:
                 yield c
         except sqlite3.IntegrityError:
@@ -117,7 +116,8 @@ class Store:
         except sqlite3.DatabaseError as e:   # damaged file, foreign schema, locked too long, disk full...
             raise StateError(f"{self.path}: the state store cannot be used: {e} ({what_to_do(e, self.path)})") from None
         finally:
-            c.close()
+            if c is not None:
+                c.close()
 
     # -- jobs ------------------------------------------------------------------------------
     def create_job(self, job_id: str, name: str, spec_path: str, spec_json: dict[str, Any],
