@@ -55,8 +55,12 @@ def eta_text(job: JobRecord, now: float | None = None) -> str:
 
 
 def loss_text(job: JobRecord) -> str:
+    """'0.1279 / 0.15', or '0.1279 / 0.15 after training 3' when the loss is not from `job.epoch`:
+    while epoch 4 runs (or when a job stopped during it), the loss shown is epoch 3's."""
     val = "-" if job.val_loss is None else f"{job.val_loss:.4g}"   # 4 digits however small the target
-    return f"{val} / {job.target_loss:g}"
+    phase, _, number = job.val_epoch.partition(" ")
+    other = number != str(job.epoch) or (job.status in ("tuning", "training") and phase != job.status)
+    return f"{val} / {job.target_loss:g}{f' after {job.val_epoch}' if job.val_epoch and other else ''}"
 
 
 def job_row(job: JobRecord) -> dict[str, str]:

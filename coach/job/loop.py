@@ -151,8 +151,12 @@ class JobLoop:
                           started_at=started, finished_at=time.time())
         self.store.record_epoch(rec)
         job = self.store.job(self.run.job_id)
-        self.store.update_job(self.run.job_id, spent=job.spent + cost, val_loss=outcome.val_loss,
-                              checkpoint=outcome.checkpoint)
+        try:
+            if phase == "training":   # before the loss: a progress line showing the new loss shows its ETA
+                self._update_eta([*history, rec], w, s)
+        finally:
+            self.store.update_job(self.run.job_id, spent=job.spent + cost, val_loss=outcome.val_loss,
+                                  val_epoch=f"{phase} {epoch}", checkpoint=outcome.checkpoint)
         self._prune_checkpoints(outcome.checkpoint)
         return rec
 
@@ -196,7 +200,8 @@ class JobLoop:
 
     def _predict(self, history: list[EpochRecord], w: int, s: int):
         fit, speed = self._fits(history)
-        if fit is None:
+        if fit is None or self._streak(history) >= self.spec.consecutive:   # done: no ETA left to show
+            self.store.update_job(self.run.job_id, eta={})
             return None
         seconds = self._epoch_seconds(history, speed, w, s) or history[-1].duration_s
         done = progress_of(history, self.n_train)[-1]
@@ -329,7 +334,6 @@ class JobLoop:
                 history.append(self._execute("training", epoch, alloc.workers, alloc.servers, None, history))
             finally:
                 coord.release(self.run.job_id)
-            self._update_eta(history, alloc.workers, alloc.servers)
 
     def _budget_exhausted(self, left: float, predicted: float | None = None) -> str:
         job = self.store.job(self.run.job_id)

@@ -51,6 +51,7 @@ class JobRecord:
     servers: int = 0
     epoch: int = 0
     val_loss: float | None = None
+    val_epoch: str = ""   # which finished (mini-)epoch val_loss is from, e.g. "tuning 3", "training 2"
     message: str = ""
     created_at: float = 0.0
     updated_at: float = 0.0

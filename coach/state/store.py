@@ -51,9 +51,11 @@ CREATE TABLE IF NOT EXISTS demands (
     job_id TEXT PRIMARY KEY, pid INTEGER NOT NULL, owner TEXT NOT NULL, since REAL NOT NULL,
     demand TEXT NOT NULL);
 """
+# columns added after a release: a store made by an older Coach gains them when opened
+_ADDED_COLUMNS = {"jobs": [("val_epoch", "TEXT NOT NULL DEFAULT ''")]}
 
 _JOB_COLUMNS = ("job_id", "name", "spec_path", "status", "target_loss", "budget", "spent", "workers",
-                "servers", "epoch", "val_loss", "message", "created_at", "updated_at")
+                "servers", "epoch", "val_loss", "val_epoch", "message", "created_at", "updated_at")
 _EPOCH_COLUMNS = tuple(f.name for f in fields(EpochRecord))
 _JOB_QUERY = ("SELECT jobs.*, runs.pid AS run_pid, runs.owner AS run_owner "
               "FROM jobs LEFT JOIN runs USING (job_id)")
@@ -98,6 +100,15 @@ class Store:
             with self._connect() as c:
                 c.execute("PRAGMA journal_mode=WAL")
                 c.executescript(SCHEMA)
+                for table, added in _ADDED_COLUMNS.items():
+                    have = {r["name"] for r in c.execute(f"PRAGMA table_info({table})")}
+                    for name, decl in added:
+                        if name not in have:
+                            try:
+                                c.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
+                            except sqlite3.OperationalError as e:   # another process added it first
+                                if "duplicate column" not in str(e):
+                                    raise
         except OSError as e:
             hint = (f"; {self.path.parent} must be a folder (set COACH_HOME to one)"
                     if self.path.parent.exists() and not self.path.parent.is_dir() else "")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -27,6 +28,25 @@ def _assert_reached_target(records: list[dict], target: float, consecutive: int 
         "the job must stop as soon as the rule is met"
 
 
+PROGRESS = re.compile(r"^\S+\s+(tuning|training)\s+epoch\s+(\d+)\s+val (\S+) / \S+(?: after (tuning|training) (\d+))?")
+
+
+def _assert_progress_names_its_losses(err: str, records: list[dict]) -> None:
+    """Each progress line's loss is the one of the epoch it names (the running epoch's number
+    once sat beside the previous epoch's loss), and once the stop rule is met no ETA is left."""
+    loss = {(r["phase"], r["epoch"]): f"{r['val_loss']:.4g}" for r in records}
+    last = [r for r in records if r["phase"] == "training"][-1]
+    lines = [m for m in map(PROGRESS.match, err.splitlines()) if m]
+    assert lines
+    for m in lines:
+        status, epoch, val, after_phase, after_epoch = m.groups()
+        of = (after_phase, int(after_epoch)) if after_phase else (status, int(epoch))
+        if val != "-":
+            assert loss[of] == val, m.string
+        if of == ("training", last["epoch"]):
+            assert "ETA" not in m.string, m.string
+
+
 def test_submit_trains_to_target_and_status_reads_while_running(tmp_path: Path, coach_home: Path) -> None:
     job = write_job(tmp_path / "fast.yaml", name="fast", **FAST_JOB)
     proc = subprocess.Popen([*COACH, "submit", str(job)], cwd=ROOT, stdout=subprocess.PIPE,
@@ -46,6 +66,7 @@ def test_submit_trains_to_target_and_status_reads_while_running(tmp_path: Path, 
     assert job_rec["status"] == "succeeded"
     records = _history(job_rec["job_id"])
     _assert_reached_target(records, FAST_JOB["target_loss"])
+    _assert_progress_names_its_losses(err, records)
     tuning = [r for r in records if r["phase"] == "tuning"]
     rate = {(r["workers"], r["servers"]): r["samples_per_s"] for r in tuning}
     # (1, 2) is tried only when a second server sped up two workers

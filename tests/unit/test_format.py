@@ -10,9 +10,10 @@ from coach.state.records import JobRecord
 NOW = 1_800_000_000.0
 
 
-def job(status: str = "training", target: float = 0.3, val: float | None = 0.5, **eta) -> JobRecord:
+def job(status: str = "training", target: float = 0.3, val: float | None = 0.5, epoch: int = 0,
+        val_epoch: str = "", **eta) -> JobRecord:
     return JobRecord(job_id="j", name="j", spec_path="j.yaml", status=status, target_loss=target, budget=1.0,
-                     val_loss=val, eta=eta)
+                     val_loss=val, epoch=epoch, val_epoch=val_epoch, eta=eta)
 
 
 @pytest.mark.parametrize(
@@ -48,6 +49,15 @@ def test_eta_text(record: JobRecord, expected: str) -> None:
         pytest.param(job(val=0.512345), "0.5123 / 0.3", id="usual"),
         # with 4 decimals this read "0.0000 / 0.0001": the loss looked met when it was not
         pytest.param(job(val=0.000123, target=0.0001), "0.000123 / 0.0001", id="tiny-target"),
+        # training epoch 1 runs; the loss shown is the last tuning mini-epoch's (it read as epoch 1's)
+        pytest.param(job(val=0.4356, epoch=1, val_epoch="tuning 3"), "0.4356 / 0.3 after tuning 3",
+                     id="running-first-epoch"),
+        pytest.param(job(val=0.2, epoch=4, val_epoch="training 3"), "0.2 / 0.3 after training 3", id="running"),
+        pytest.param(job(val=0.2, epoch=4, val_epoch="training 4"), "0.2 / 0.3", id="between-epochs"),
+        pytest.param(job(status="succeeded", val=0.2, epoch=4, val_epoch="training 4"), "0.2 / 0.3", id="finished"),
+        pytest.param(job(status="stopped", val=0.2, epoch=4, val_epoch="training 3"), "0.2 / 0.3 after training 3",
+                     id="stopped-during-epoch-4"),
+        pytest.param(job(val=0.2, epoch=4), "0.2 / 0.3", id="store-from-before-the-label"),
     ],
 )
 def test_loss_text(record: JobRecord, expected: str) -> None:

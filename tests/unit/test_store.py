@@ -95,3 +95,20 @@ def test_a_store_that_cannot_be_opened_says_why(tmp_path: Path) -> None:
     (tmp_path / "coach.db").mkdir()
     with pytest.raises(StateError, match=r"coach.db is a folder: move it away, or set COACH_HOME"):
         Store(tmp_path / "coach.db")
+
+
+def test_a_store_made_before_a_column_was_added_keeps_its_jobs(tmp_path: Path) -> None:
+    path = tmp_path / "coach.db"
+    old = sqlite3.connect(path)   # the jobs table as Coach made it before `val_epoch`
+    old.executescript(store_module.SCHEMA)   # SCHEMA has no val_epoch: it is added on opening
+    old.execute("INSERT INTO jobs (job_id, name, spec_path, spec_json, status, target_loss, budget, epoch, "
+                "val_loss, created_at, updated_at) VALUES ('j-1', 'j', 'j.yaml', '{}', 'succeeded', 0.1, 1, 4, "
+                "0.09, 0, 0)")
+    old.commit()
+    old.close()
+    assert "val_epoch" not in {r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(jobs)")}
+    store = Store(path)
+    job = store.job("j-1")
+    assert (job.status, job.epoch, job.val_loss, job.val_epoch) == ("succeeded", 4, 0.09, "")
+    store.update_job("j-1", val_epoch="training 4")
+    assert Store(path).job("j-1").val_epoch == "training 4"   # a second open adds nothing twice
