@@ -21,9 +21,10 @@ def coach_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-def run_coach(*args: str, timeout: float = 900, check: bool = False, **kw) -> subprocess.CompletedProcess:
+def run_coach(*args: str, timeout: float = 900, check: bool = False, cwd: Path = ROOT,
+              **kw) -> subprocess.CompletedProcess:
     """Run the real CLI in a subprocess (same COACH_HOME as the test's environment)."""
-    proc = subprocess.run([*COACH, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+    proc = subprocess.run([*COACH, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
                           env=dict(os.environ), **kw)
     if check and proc.returncode != 0:
         raise AssertionError(f"coach {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")

@@ -119,7 +119,7 @@ def resume(job_id: str = typer.Argument(..., help="A stopped, failed, budget-exh
     spec = spec_from_dict(store.spec(job.job_id))
     if job.status == "failed" and any(e["kind"] == "diverged" for e in store.events(job.job_id)):
         raise CoachError(f"{job.job_id} diverged ({job.message}); resuming would run the same computation "
-                         f"from the same checkpoint again: submit {spec.source} again with a lower "
+                         f"from the same checkpoint again: submit {job.spec_path} again with a lower "
                          f"learning_rate (it is {spec.learning_rate:g})")
     trained = sum(1 for e in store.epochs(job.job_id) if e.phase == "training")
     limit = max_epochs or spec.max_epochs

@@ -88,14 +88,14 @@ def test_a_diverging_job_fails_at_once_and_cannot_be_resumed(tmp_path: Path, coa
 
     job = write_job(tmp_path / "wild.yaml", name="wild", **dict(FAST_JOB, learning_rate=1e6, allocation="static",
                                                                   workers=1, servers=1))
-    proc = run_coach("submit", str(job), "--json")
+    proc = run_coach("submit", job.name, "--json", cwd=tmp_path)   # a path relative to where it was submitted
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     [rec] = json.loads(proc.stdout)
     assert rec["status"] == "failed" and "diverged" in rec["message"] and "lower the learning rate" in rec["message"]
     events = [e["kind"] for e in json.loads(run_coach("events", rec["job_id"], "--json", check=True).stdout)]
     assert "retry" not in events and "diverged" in events
     # a resume runs the same computation from the same checkpoint: refused, and nothing changes
-    again = run_coach("resume", rec["job_id"])
+    again = run_coach("resume", rec["job_id"])   # from another folder: the file is named so it can be found
     assert again.returncode == 1 and "Traceback" not in again.stderr
     assert f"submit {job} again with a lower learning_rate (it is 1e+06)" in again.stderr, again.stderr
     assert json.loads(run_coach("status", rec["job_id"], "--json", check=True).stdout)[0]["status"] == "failed"
