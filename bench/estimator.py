@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import math
 import sys
@@ -107,6 +108,72 @@ def convergence_benchmark(consecutive: int) -> tuple[list[dict], dict]:
     return cases, summary
 
 
+def _seeds(name: str) -> dict[int, Path]:
+    """Recorded runs of one configuration by seed: bench/curves/NAME.csv is seed 1."""
+    runs = {1: ROOT / "curves" / f"{name}.csv"}
+    for path in sorted((ROOT / "curves" / "repeats").glob(f"seed*/{name}.csv")):
+        runs[int(path.parent.name.removeprefix("seed"))] = path
+    return runs
+
+
+def earlier_run_benchmark(consecutive: int) -> dict:
+    """Epochs-to-target for a run whose configuration ran before (bench/curves/repeats):
+
+    - "another seed": every recorded run of a configuration predicted with each other seed's
+      run of the same configuration as the earlier run;
+    - "another learning rate or optimizer": seed-2 runs with the seed-1 run of every other
+      configuration on the same data and model (a mismatch the mix must survive).
+
+    Targets, N and horizons as in `convergence_benchmark`; "alone" is the same prediction
+    without the earlier run (`earlier=None`), on the same cases. No bootstrap: the combined
+    interval does not use it (a prediction that gives the earlier run no weight then has the
+    extrapolation interval only)."""
+    from coach.estimate.convergence import earlier_run
+
+    names = sorted({p.stem for p in (ROOT / "curves" / "repeats").glob("seed*/*.csv")})
+    curves = {(n, seed): read_curve(path) for n in names for seed, path in _seeds(n).items()}
+    earlier = {key: earlier_run(c.epochs, c.losses, f"{key[0]} seed {key[1]}") for key, c in curves.items()}
+    pairs = {"another seed": [((n, s), (n, o)) for (n, s) in curves for (m, o) in curves if m == n and o != s],
+             "another learning rate or optimizer": [
+                 ((n, 2), (m, 1)) for n in names for m in names
+                 if m != n and n.split("_")[:2] == m.split("_")[:2] and (n, 2) in curves]}
+    out: dict = {}
+    for scenario, among in pairs.items():
+        rows = []
+        for new, old in among:
+            c = curves[new]
+            epochs, losses = np.array(c.epochs), np.array(c.losses)
+            train = None if c.train_losses is None else np.array(c.train_losses)
+            for target, n_true in targets_for(epochs, losses, consecutive):
+                for h in HORIZONS:
+                    seen = max(MIN_SEEN, int(math.ceil(h * n_true)))
+                    fit = fit_convergence(epochs[:seen], losses[:seen], bootstrap=0, earlier=earlier[old],
+                                          train_losses=None if train is None else train[:seen])
+                    row = {"horizon": f"{h:.0%}"}
+                    for method, f in (("alone", dataclasses.replace(fit, earlier=None)), ("with earlier run", fit)):
+                        p = f.epochs_to_target(target, consecutive)
+                        row[method] = math.inf if p.epoch is None else abs(p.epoch - n_true) / n_true
+                        row[f"{method} covered"] = (p.epoch is not None and p.lo <= n_true
+                                                    and (p.hi is None or n_true <= p.hi))
+                    row["weight"] = p.earlier_weight
+                    rows.append(row)
+        out[scenario] = {f"{h:.0%}": _earlier_summary([r for r in rows if r["horizon"] == f"{h:.0%}"])
+                         for h in HORIZONS}
+    return out
+
+
+def _earlier_summary(rows: list[dict]) -> dict:
+    summary: dict = {"predictions": len(rows),
+                     "earlier run weighted over half": float(np.mean([r["weight"] > 0.5 for r in rows]))}
+    for method in ("alone", "with earlier run"):
+        errs = np.array([r[method] for r in rows])
+        named = [r[f"{method} covered"] for r in rows if math.isfinite(r[method])]
+        summary[method] = {"median": float(np.median(errs)), "p90": float(np.percentile(errs, 90, method="higher")),
+                           "unreachable": int(np.isinf(errs).sum()),
+                           "interval_coverage": float(np.mean(named)) if named else math.nan}
+    return summary
+
+
 def _errors(cases: list[dict], h: float) -> dict:
     errs = np.array([c[f"err@{h:.0%}"] for c in cases], dtype=float)
     return {"cases": int(errs.size), "median": float(np.median(errs)),
@@ -187,8 +254,9 @@ def main() -> None:
     cases, summary = convergence_benchmark(args.consecutive)
     calibration = spread_calibration(cases)
     speed, speed_mape = speed_benchmark()
+    with_earlier = earlier_run_benchmark(args.consecutive)
     if args.json:
-        print(json.dumps({"convergence": summary, "interval_spread": calibration,
+        print(json.dumps({"convergence": summary, "interval_spread": calibration, "earlier_run": with_earlier,
                           "speed": speed, "speed_mape": speed_mape,
                           "cases": cases if args.cases else len(cases)}, default=str))
         return
@@ -207,6 +275,14 @@ def main() -> None:
           f"{calibration['spread']:.3f}; calibrated without the curve, the extrapolation interval "
           "holds its true epoch in " + ", ".join(f"{calibration[f'{h:.0%}']:.0%} after {h:.0%}"
                                                 for h in HORIZONS))
+    print("with an earlier run of the same configuration (bench/curves/repeats):")
+    for scenario, by_h in with_earlier.items():
+        for h, r in by_h.items():
+            a, w = r["alone"], r["with earlier run"]
+            print(f"  {scenario}, after {h:>3}, {r['predictions']} predictions: median {w['median']:.1%} "
+                  f"(alone {a['median']:.1%}), p90 {w['p90']:.1%} ({a['p90']:.1%}), unreachable "
+                  f"{w['unreachable']} ({a['unreachable']}), 80% interval holds N in {w['interval_coverage']:.0%}; "
+                  f"earlier run weighted over half in {r['earlier run weighted over half']:.0%}")
     if speed_mape is None:
         print("speed: no data in bench/speed/*.csv (columns workers,servers,samples_per_s,global_batch)")
     else:

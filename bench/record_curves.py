@@ -6,7 +6,9 @@ and learning rate, and writes one CSV per run: `epoch,loss,train_loss,seconds`, 
 `loss` is the mean cross-entropy on a held-out validation split after that epoch.
 
 Cheap by design (the machine has 2 shared cores): one thread, small models, small
-data. Run: `nice -n 19 .venv/bin/python bench/record_curves.py [--only NAME]`.
+data. Run: `nice -n 19 .venv/bin/python bench/record_curves.py [--only NAME] [--seed N]`.
+`--seed N` (N > 1) records another run of the same configurations, same data split, other
+initial weights and batch order, into bench/curves/repeats/seedN/ (earlier-run benchmark).
 """
 
 from __future__ import annotations
@@ -78,10 +80,14 @@ def build(model: str, side: int) -> gluon.nn.HybridSequential:
     return net
 
 
-def run(name: str) -> Path:
+def out_dir(seed: int) -> Path:
+    return OUT if seed == 1 else OUT / "repeats" / f"seed{seed}"
+
+
+def run(name: str, seed: int = 1) -> Path:
     dataset, model, opt, params, epochs, batch = RUNS[name]
-    mx.random.seed(1)
-    np.random.seed(1)
+    mx.random.seed(seed)
+    np.random.seed(seed)
     xt, yt, xv, yv, side = load(dataset)
     if model == "lenet":
         xt, xv = xt.reshape(-1, 1, side, side), xv.reshape(-1, 1, side, side)
@@ -104,7 +110,8 @@ def run(name: str) -> Path:
             n += xb.shape[0]
         val = float(loss_fn(net(xv_nd), yv_nd).mean().asscalar())
         rows.append(f"{epoch},{val:.6f},{total / n:.6f},{time.time() - t0:.3f}")
-    path = OUT / f"{name}.csv"
+    path = out_dir(seed) / f"{name}.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(rows) + "\n")
     return path
 
@@ -112,11 +119,12 @@ def run(name: str) -> Path:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--only", nargs="*", default=None, help="run names (default: all not yet recorded)")
+    ap.add_argument("--seed", type=int, default=1, help="1: bench/curves/; N > 1: bench/curves/repeats/seedN/")
     args = ap.parse_args()
-    names = args.only or [n for n in RUNS if not (OUT / f"{n}.csv").exists()]
+    names = args.only or [n for n in RUNS if not (out_dir(args.seed) / f"{n}.csv").exists()]
     for name in names:
         t0 = time.time()
-        path = run(name)
+        path = run(name, args.seed)
         print(f"{name}: {path.name} in {time.time() - t0:.0f} s", flush=True)
 
 

@@ -41,6 +41,7 @@ curve's shape, and the shape is what an early extrapolation gets most wrong.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Sequence
@@ -51,6 +52,7 @@ from scipy.optimize import least_squares
 from scipy.special import ndtr
 
 from coach.errors import EstimateError
+from coach.estimate.earlier_run import EarlierRun, Warp, mix, smooth_run, warp
 
 MIN_POINTS = 3
 """Fewest (progress, loss) points with distinct progress that can fit three coefficients."""
@@ -112,6 +114,7 @@ class EpochsPrediction:
     reachable: bool            # target > b2 and the crossing is within the horizon
     asymptote: float           # b2
     note: str = ""             # in words, why it is unreachable (or how sure we are)
+    earlier_weight: float = 0.0   # share of an earlier run of the same configuration in `epoch`
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,7 @@ class ConvergenceFit:
     residual_scale: float      # robust (MAD) scale of the residuals, loss units
     noise: float               # epoch-to-epoch noise of the loss: residual_scale corrected for the 3 fitted b
     replicas: tuple[tuple[float, float, float], ...] = ()   # bootstrap (b0, b1, b2)
+    earlier: Warp | None = None   # an earlier run of the same configuration laid over this one
 
     def predict(self, k: float | np.ndarray) -> float | np.ndarray:
         """Predicted loss after `k` epochs of progress."""
@@ -169,6 +173,18 @@ class ConvergenceFit:
             # past a given horizon (a job's: what max_epochs leaves) the job does not run: "maybe
             # not"; the default horizon is only a guard against nonsense and cuts nothing here
             hi = None if hi is None or (horizon is not None and late > limit) else max(hi, point, late)
+        if self.earlier is not None:
+            m = mix(self.earlier, point, EXTRAPOLATION_SPREAD, self.last_progress, target, consecutive,
+                    min(limit, MAX_PASSAGE_STEPS), start, streak)
+            if m.weight > 0:
+                least = max(start, 0) + max(consecutive - max(streak, 0), 0)
+                lo = max(m.lo, min(least, m.epoch))
+                hi = None if horizon is not None and m.hi > limit else m.hi
+                return EpochsPrediction(
+                    epoch=m.epoch, lo=lo, hi=hi, reachable=True, asymptote=self.b2, earlier_weight=m.weight,
+                    note=f"80% interval [{lo}, {'never' if hi is None else hi}]; {m.weight:.0%} from earlier "
+                         f"run {self.earlier.run.label} (it alone: epoch {m.earlier_epoch}, this run's curve "
+                         f"alone: {'never' if point is None else point})")
         if target <= self.b2:
             note = (f"target {target:g} is at or below the fitted asymptote {self.b2:.4g}: "
                     "the loss is not expected to get there")
@@ -197,9 +213,23 @@ def extrapolation_interval(point: int, seen: float, spread: float = EXTRAPOLATIO
     return max(1, math.floor(seen + ahead / factor)), math.ceil(seen + ahead * factor)
 
 
+def earlier_run(progress: Sequence[float], losses: Sequence[float], label: str = "") -> EarlierRun:
+    """An earlier run of the same configuration (its epochs' progress and validation losses),
+    prepared once, for `fit_convergence(..., earlier=)`; see coach.estimate.earlier_run.
+
+    Raises EstimateError for bad values or fewer than earlier_run.MIN_EPOCHS epochs.
+    """
+    k, y, _ = _validate(progress, losses)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        b, _ = _fit(k, y, _weights(k), start=None)
+    return smooth_run(label, k, y, (float(b[0]), float(b[1]), float(b[2])))
+
+
 def fit_convergence(progress: Sequence[float], losses: Sequence[float],
                     bootstrap: int = BOOTSTRAP_REPLICAS,
-                    train_losses: Sequence[float] | None = None) -> ConvergenceFit:
+                    train_losses: Sequence[float] | None = None,
+                    earlier: EarlierRun | None = None) -> ConvergenceFit:
     """Fit l(k) = 1/(b0·k + b1) + b2 to validation losses observed at `progress` epochs.
 
     `train_losses` (optional): the training losses of the same epochs (Coach records the
@@ -211,6 +241,10 @@ def fit_convergence(progress: Sequence[float], losses: Sequence[float],
     of 15 "unreachable" answers into predictions (2 published cases after 20% of the
     epochs, 1 published and 1 recorded after 50%; errors 0–40%) and changed no other.
 
+    `earlier` (optional, from `earlier_run`): an earlier run of the same model, data and
+    optimizer. `epochs_to_target` then combines this fit's prediction with that run's curve
+    laid over these points, by how well each is expected to predict.
+
     Raises EstimateError when there are fewer than MIN_POINTS distinct progress values,
     or a progress/loss is negative, NaN or infinite (the model has b2 ≥ 0, so a negative
     loss cannot be fitted), or `train_losses` is not one such loss per progress value.
@@ -218,7 +252,10 @@ def fit_convergence(progress: Sequence[float], losses: Sequence[float],
     k, y, train = _validate(progress, losses, train_losses)
     with warnings.catch_warnings():   # scipy's overflow warnings on extreme data: the result says it
         warnings.simplefilter("ignore", RuntimeWarning)
-        return _fit_convergence(k, y, bootstrap, train)
+        fit = _fit_convergence(k, y, bootstrap, train)
+    if earlier is not None:
+        fit = dataclasses.replace(fit, earlier=warp(earlier, k, y, _weights(k)))
+    return fit
 
 
 def _flat(k: np.ndarray, b: np.ndarray, scale: float, tail: np.ndarray) -> bool:
