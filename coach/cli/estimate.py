@@ -22,7 +22,7 @@ from rich.table import Table
 from coach.errors import EstimateError, SpecError
 
 if TYPE_CHECKING:  # scipy costs a second: every other command starts without it
-    from coach.estimate import EpochsPrediction
+    from coach.estimate import EarlierRun, EpochsPrediction
 
 
 @dataclass(frozen=True)
@@ -84,16 +84,30 @@ def read_curve(path: Path) -> Curve:
     return Curve(epochs, losses, offset, train if i_train is not None else None)
 
 
-def predict_curve(curve: Curve, target: float, consecutive: int = 1) -> EpochsPrediction:
-    """Fit the curve and predict its stop epoch, in the file's epoch numbering."""
+def predict_curve(curve: Curve, target: float, consecutive: int = 1,
+                  earlier: EarlierRun | None = None) -> EpochsPrediction:
+    """Fit the curve and predict its stop epoch, in the file's epoch numbering; with an
+    `earlier` run of the same configuration (see `earlier_of`) as a second opinion."""
     from coach.estimate import EpochsPrediction, fit_convergence
 
     fit = fit_convergence([e + curve.offset for e in curve.epochs], curve.losses,
-                          train_losses=curve.train_losses)
+                          train_losses=curve.train_losses, earlier=earlier)
     pred = fit.epochs_to_target(target, consecutive)
     shift = (lambda e: None if e is None else int(round(e - curve.offset)))  # noqa: E731
     return EpochsPrediction(epoch=shift(pred.epoch), lo=shift(pred.lo), hi=shift(pred.hi),
-                            reachable=pred.reachable, asymptote=pred.asymptote, note=pred.note)
+                            reachable=pred.reachable, asymptote=pred.asymptote, note=pred.note,
+                            earlier_weight=pred.earlier_weight)
+
+
+def earlier_of(path: Path) -> EarlierRun:
+    """Read and prepare an earlier run's curve; SpecError naming the file if it cannot serve."""
+    from coach.estimate import earlier_run
+
+    curve = read_curve(path)
+    try:
+        return earlier_run([e + curve.offset for e in curve.epochs], curve.losses, path.name)
+    except (EstimateError, OverflowError, FloatingPointError, ValueError) as exc:
+        raise SpecError(str(path), "", str(exc)) from None
 
 
 def estimate(
@@ -102,21 +116,28 @@ def estimate(
     consecutive: Annotated[int, typer.Option("--consecutive", min=1, max=1000,
                                              help="Epochs in a row at or below the target (Coach stops at 3).")] = 1,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    earlier: Annotated[Path | None, typer.Option(
+        "--earlier", help="CSV of an earlier run of the same model, data and optimizer (e.g. another seed): "
+                          "a second opinion, weighted by how well it matches.")] = None,
 ) -> None:
     """Predict the epoch at which a loss curve first reaches TARGET, with an interval."""
     if not (math.isfinite(target) and target > 0):
         # as a job file's target_loss: losses are ≥ 0, so a target ≤ 0 can never be met
         raise SpecError("--target", "", f"must be a finite number > 0 (losses are ≥ 0), got {target:g}")
     data = read_curve(curve)
+    before = None if earlier is None else earlier_of(earlier)
     try:
-        pred = predict_curve(data, target, consecutive)
+        pred = predict_curve(data, target, consecutive, before)
     except EstimateError as exc:
         raise SpecError(str(curve), "", str(exc)) from exc
     except (OverflowError, FloatingPointError, ValueError) as exc:   # e.g. losses near 1e308
         raise SpecError(str(curve), "loss", f"values too large to fit a curve to ({exc})") from None
     if json_out:
-        typer.echo(json.dumps({"epochs_to_target": pred.epoch, "interval": [pred.lo, pred.hi],
-                               "asymptote": round(pred.asymptote, 6), "reachable": pred.reachable}))
+        out = {"epochs_to_target": pred.epoch, "interval": [pred.lo, pred.hi],
+               "asymptote": round(pred.asymptote, 6), "reachable": pred.reachable}
+        if earlier is not None:
+            out["earlier_run_weight"] = round(pred.earlier_weight, 3)
+        typer.echo(json.dumps(out))
         return
     table = Table(title=f"{curve.name}: {len(data.epochs)} epochs, target {target:g}"
                         + (f", {consecutive} in a row" if consecutive > 1 else ""), show_header=False)
@@ -126,8 +147,10 @@ def estimate(
     table.add_row("80% interval", f"[{_show(pred.lo)}, {_show(pred.hi, 'never')}]")
     table.add_row("asymptote b2", f"{pred.asymptote:.4g}")
     table.add_row("reachable", "yes" if pred.reachable else "no")
+    if earlier is not None:
+        table.add_row(f"weight of {earlier.name}", f"{pred.earlier_weight:.0%}")
     Console().print(table)
-    if not pred.reachable:
+    if not pred.reachable or pred.earlier_weight > 0:
         typer.echo(pred.note)
 
 

@@ -51,7 +51,8 @@ def eta_text(job: JobRecord, now: float | None = None) -> str:
     span = (f" [{duration(left('seconds_lo'))}–{duration(left('seconds_hi'))}]"
             if e.get("seconds_hi") is not None else "")
     n = e["epochs_left"]
-    return f"{n} epoch{'' if n == 1 else 's'} ({e.get('lo')}–{hi}), ~{duration(secs)}{span}"
+    earlier = f" with {e['earlier']} {e.get('earlier_weight', 0):.0%}" if e.get("earlier") else ""
+    return f"{n} epoch{'' if n == 1 else 's'} ({e.get('lo')}–{hi}), ~{duration(secs)}{span}{earlier}"
 
 
 def loss_text(job: JobRecord) -> str:

@@ -9,9 +9,11 @@ from coach.estimate.convergence import (
     EXTRAPOLATION_SPREAD,
     ConvergenceFit,
     EpochsPrediction,
+    earlier_run,
     extrapolation_interval,
     fit_convergence,
 )
+from coach.estimate.earlier_run import EarlierRun
 from coach.estimate.cost import (
     DEFAULT_CPU_CORE_SECOND_PRICE,
     DEFAULT_GIB_SECOND_PRICE,
@@ -35,12 +37,14 @@ __all__ = [
     "EXTRAPOLATION_SPREAD",
     "ROLES",
     "ConvergenceFit",
+    "EarlierRun",
     "EpochsPrediction",
     "Eta",
     "Prices",
     "RoleResources",
     "SpeedModel",
     "SpeedSample",
+    "earlier_run",
     "epoch_budget",
     "epoch_cost",
     "eta",

@@ -182,7 +182,8 @@ class ConvergenceFit:
                 hi = None if horizon is not None and m.hi > limit else m.hi
                 return EpochsPrediction(
                     epoch=m.epoch, lo=lo, hi=hi, reachable=True, asymptote=self.b2, earlier_weight=m.weight,
-                    note=f"80% interval [{lo}, {'never' if hi is None else hi}]; {m.weight:.0%} from earlier "
+                    note=f"80% interval [{lo}, {'never' if hi is None else hi}]; "
+                         f"{'<1%' if m.weight < 0.005 else f'{m.weight:.0%}'} from earlier "
                          f"run {self.earlier.run.label} (it alone: epoch {m.earlier_epoch}, this run's curve "
                          f"alone: {'never' if point is None else point})")
         if target <= self.b2:

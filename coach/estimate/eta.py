@@ -28,6 +28,7 @@ class Eta:
     seconds_hi: float | None
     reachable: bool            # target above the fitted asymptote
     asymptote: float           # b2
+    earlier_weight: float = 0.0   # share of an earlier run of the same configuration in the epochs
 
 
 def eta(fit: ConvergenceFit, target: float, consecutive: int, epochs_done: float,
@@ -50,4 +51,4 @@ def eta(fit: ConvergenceFit, target: float, consecutive: int, epochs_done: float
 
     n, lo, hi = left(pred.epoch), left(pred.lo), left(pred.hi)
     return Eta(epochs_left=n, lo=lo, hi=hi, seconds=secs(n), seconds_lo=secs(lo), seconds_hi=secs(hi),
-               reachable=pred.reachable, asymptote=pred.asymptote)
+               reachable=pred.reachable, asymptote=pred.asymptote, earlier_weight=pred.earlier_weight)

@@ -1,12 +1,15 @@
 """Fit a job's models from its recorded epochs: the one place that turns history into fits,
-shared by the job loop (planning, ETA) and `coach plot`."""
+shared by the job loop (planning, ETA) and `coach plot`; and which earlier job's curve can
+stand in as a second opinion (same model, data and optimisation)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from coach.errors import EstimateError
-from coach.estimate.convergence import ConvergenceFit, fit_convergence
+from coach.estimate.convergence import ConvergenceFit, earlier_run, fit_convergence
+from coach.estimate.earlier_run import MIN_EPOCHS, EarlierRun
 from coach.estimate.progress import progress_of
 from coach.estimate.speed import SpeedModel, SpeedSample, fit_speed
 from coach.state.records import EpochRecord
@@ -17,15 +20,45 @@ LOOP_BOOTSTRAP = 30
 between two epochs; 30 give a usable 10–90% interval at a third of the default's cost."""
 
 
+SAME_CURVE_FIELDS = ("dataset", "batch_size", "optimizer", "learning_rate", "momentum", "weight_decay")
+"""With the model, what decides a job's loss per epoch up to its seed: not the target, budget,
+allocation or (w, s) — the batch is global, split across the workers."""
+
+
+def same_curve(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two jobs (their specs as stored) train the same loss curve up to the seed; a
+    model file counts by its text, not its path."""
+    def model(spec: Mapping[str, Any]) -> Any:
+        m = spec.get("model") or {}
+        return m.get("source", m.get("name"))
+    return model(a) == model(b) and all(a.get(f) == b.get(f) for f in SAME_CURVE_FIELDS)
+
+
+def earlier_run_of(epochs: Sequence[EpochRecord], samples_per_epoch: float | None,
+                   label: str) -> EarlierRun | None:
+    """A finished job's training epochs as an earlier run, None if it has too few to use."""
+    progress = progress_of(epochs, samples_per_epoch)
+    trained = [(p, e.val_loss) for p, e in zip(progress, epochs) if e.phase == "training"]
+    if len(trained) < MIN_EPOCHS:
+        return None
+    try:
+        return earlier_run([p for p, _ in trained], [v for _, v in trained], label)
+    except EstimateError:   # e.g. a NaN loss of a job that diverged
+        return None
+
+
 def fit_history(epochs: Sequence[EpochRecord], global_batch: int, samples_per_epoch: float | None,
-                bootstrap: int = LOOP_BOOTSTRAP) -> tuple[ConvergenceFit | None, SpeedModel | None]:
+                bootstrap: int = LOOP_BOOTSTRAP,
+                earlier: EarlierRun | None = None) -> tuple[ConvergenceFit | None, SpeedModel | None]:
     """(convergence fit, speed model), each None while there is too little to fit.
 
     `samples_per_epoch` None: taken from the recorded training epochs (see progress_of).
+    `earlier`: an earlier run of the same configuration, for the fit's second opinion.
     """
     try:
         fit = fit_convergence(progress_of(epochs, samples_per_epoch), [e.val_loss for e in epochs],
-                              bootstrap=bootstrap, train_losses=[e.train_loss for e in epochs])
+                              bootstrap=bootstrap, train_losses=[e.train_loss for e in epochs],
+                              earlier=earlier)
     except EstimateError:
         fit = None
     samples = [SpeedSample(e.workers, e.servers, e.samples_per_s, global_batch)

@@ -15,21 +15,21 @@ import math
 import shutil
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from coach.backends.base import Backend
 from coach.data import load_dataset
 from coach.errors import CoachError, Diverged, EpochFailed, SpecError
 from coach.estimate import epoch_budget, eta, measured_cost
-from coach.estimate.history import fit_history
+from coach.estimate.history import earlier_run_of, fit_history, same_curve
 from coach.estimate.progress import progress_of
 from coach.estimate.cost import epoch_cost
 from coach.job.coordinator import Coordinator
 from coach.job.epoch import EpochOutcome, EpochPlan, EpochRunner
 from coach.plan import JobDemand
 from coach.spec import JobSpec
-from coach.state.records import EpochRecord
+from coach.state.records import FINAL_STATUSES, EpochRecord
 from coach.state.store import Store
 
 
@@ -108,6 +108,7 @@ class JobLoop:
                             f"{self.spec.batch_size} is more than the {self.n_train} training samples of "
                             f"{self.spec.dataset['name']}: every epoch would be a single step")
         self._fit_cache: tuple | None = None
+        self._earlier = None   # an earlier run of the same configuration, found when the job starts
         self._eta: tuple | None = None   # (records it was computed from, Eta | None)
 
     # -- helpers ---------------------------------------------------------------------------
@@ -169,7 +170,8 @@ class JobLoop:
     def _fits(self, history: list[EpochRecord]):
         """Fit once per recorded epoch: a fit costs seconds that would otherwise delay every epoch."""
         if self._fit_cache is None or self._fit_cache[0] != len(history):
-            self._fit_cache = (len(history), *fit_history(history, self.spec.batch_size, self.n_train))
+            self._fit_cache = (len(history), *fit_history(history, self.spec.batch_size, self.n_train,
+                                                          earlier=self._earlier))
         return self._fit_cache[1], self._fit_cache[2]
 
     def _epoch_seconds(self, history: list[EpochRecord], speed, w: int, s: int) -> float | None:
@@ -211,6 +213,8 @@ class JobLoop:
         info = {"epochs_left": e.epochs_left, "lo": e.lo, "hi": e.hi, "seconds": e.seconds,
                 "seconds_lo": e.seconds_lo, "seconds_hi": e.seconds_hi, "reachable": e.reachable,
                 "asymptote": e.asymptote, "at": time.time()}
+        if e.earlier_weight > 0:
+            info.update(earlier=self._earlier.label, earlier_weight=round(e.earlier_weight, 3))
         self.store.update_job(self.run.job_id, eta=info)
         return e
 
@@ -254,8 +258,24 @@ class JobLoop:
     def _budget_left(self) -> float:
         return self.spec.budget - self.store.job(self.run.job_id).spent
 
+    def _find_earlier(self) -> None:
+        """The newest finished job of the same configuration with enough training epochs: its
+        curve is the ETA's second opinion (coach.estimate.earlier_run weighs how well it matches)."""
+        mine = asdict(self.spec)
+        for job in reversed(self.store.jobs()):
+            if job.job_id == self.run.job_id or job.status not in FINAL_STATUSES:
+                continue
+            if same_curve(self.store.spec(job.job_id), mine):
+                run = earlier_run_of(self.store.epochs(job.job_id), self.n_train, job.job_id)
+                if run is not None:
+                    self._earlier = run
+                    self._event("earlier_run", f"the ETA also asks {job.job_id} ({len(run.progress)} training "
+                                f"epochs, {job.status}): same model, data and optimizer")
+                    return
+
     def _run(self) -> str:
         spec, coord = self.spec, self.run.coordinator
+        self._find_earlier()
         history = self._history()
         first = self._demand([])
         if not coord.fits_alone(first):

@@ -205,3 +205,21 @@ def test_a_small_cifar10_folder_refuses_a_batch_larger_than_it(tmp_path: Path, c
     assert rec["status"] == "failed"
     assert f"{job}: batch_size: 64 is more than the 48 training samples of cifar10" in rec["message"], rec["message"]
     assert _history(rec["job_id"]) == []
+
+
+def test_a_resubmitted_configuration_asks_its_earlier_run(tmp_path: Path, coach_home: Path) -> None:
+    job = dict(FAST_JOB, target_loss=0.1, allocation="static", workers=1, servers=1)   # ~9 epochs, no tuning
+    first = json.loads(run_coach("submit", str(write_job(tmp_path / "a.yaml", name="a", **job)), "--json",
+                                 check=True).stdout)[0]["job_id"]
+    again = run_coach("submit", str(write_job(tmp_path / "b.yaml", name="b", seed=1, **job)), "--json", check=True)
+    other = run_coach("submit", str(write_job(tmp_path / "c.yaml", name="c", **dict(job, learning_rate=0.03))),
+                      "--json", check=True)
+
+    def earlier_events(proc: subprocess.CompletedProcess) -> list[str]:
+        job_id = json.loads(proc.stdout)[0]["job_id"]
+        events = json.loads(run_coach("events", job_id, "--json", check=True).stdout)
+        return [e["message"] for e in events if e["kind"] == "earlier_run"]
+
+    [message] = earlier_events(again)   # another seed: same curve up to its seed
+    assert message.startswith(f"the ETA also asks {first} (")
+    assert earlier_events(other) == []   # another learning rate: another curve

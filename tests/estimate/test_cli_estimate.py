@@ -191,3 +191,31 @@ def test_a_training_loss_too_large_to_fit_leaves_the_validation_curve_to_decide(
     path.write_text("epoch,loss,train_loss\n" + "".join(f"{e},{1.0 + 0.01 * (e % 2)},{1.7e308 - e * 1e307}\n"
                                                          for e in range(1, 7)))
     assert not run(str(path), "--target", "0.5")["reachable"]
+
+
+CURVES = Path(__file__).resolve().parents[2] / "bench" / "curves"
+
+
+def test_an_earlier_run_of_the_same_configuration_sharpens_an_early_prediction(tmp_path):
+    # the recorded seed-2 LeNet run: 3 epochs in a row at or below 0.2 first at epoch 31
+    seed2 = (CURVES / "repeats" / "seed2" / "mnist5k_lenet_sgd_lr0.01.csv").read_text().splitlines()
+    first8 = tmp_path / "first8.csv"
+    first8.write_text("\n".join(seed2[:9]) + "\n")   # header + epochs 1–8, about 25% of the way
+    args = (str(first8), "--target", "0.2", "--consecutive", "3")
+    alone = run(*args)
+    both = run(*args, "--earlier", str(CURVES / "mnist5k_lenet_sgd_lr0.01.csv"))   # seed 1
+    assert "earlier_run_weight" not in alone and both["earlier_run_weight"] > 0.5
+    assert abs(alone["epochs_to_target"] - 31) > 0.2 * 31
+    assert abs(both["epochs_to_target"] - 31) <= 0.2 * 31
+    assert both["interval"][0] <= 31 <= both["interval"][1]
+
+
+def test_an_unusable_earlier_run_is_named(tmp_path):
+    k = np.arange(1, 11, dtype=float)
+    path = write_curve(tmp_path, k, 1 / (0.5 * k + 1) + 0.1)
+    short = tmp_path / "short.csv"
+    short.write_text("epoch,loss\n1,1.0\n2,0.8\n3,0.7\n4,0.65\n")
+    with pytest.raises(SpecError, match=f"{short}: an earlier run needs 5 epochs or more, got 4") as err:
+        CliRunner().invoke(app, ["estimate", str(path), "--target", "0.2", "--earlier", str(short)],
+                           catch_exceptions=False)
+    assert err.value.exit_code == 2

@@ -1,0 +1,121 @@
+"""An earlier run of the same configuration as a second opinion on the stop epoch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from coach.errors import EstimateError
+from coach.estimate import earlier_run, fit_convergence
+from coach.estimate.earlier_run import passage
+from coach.estimate.history import same_curve
+
+TARGET = 0.2
+
+
+def shape(k) -> np.ndarray:
+    """A sigmoid-headed curve: its first epochs are not 1/k-shaped, as in real runs."""
+    return 0.1 + 2.2 / (1 + 0.15 * np.asarray(k, dtype=float) ** 1.6)
+
+
+def stop_epoch(losses: np.ndarray, target: float, consecutive: int = 3) -> int:
+    run = 0
+    for j, loss in enumerate(losses, start=1):
+        run = run + 1 if loss <= target else 0
+        if run >= consecutive:
+            return j
+    raise AssertionError("never met")
+
+
+@pytest.fixture(scope="module")
+def runs():
+    rng = np.random.default_rng(3)
+    k = np.arange(1, 61)
+    earlier = earlier_run(k, shape(k) + rng.normal(0, 0.004, k.size), "earlier-job")
+    pace = 1.3   # the new run (another seed) goes 30% faster
+    new = shape(pace * k) + rng.normal(0, 0.004, k.size)
+    return k, new, earlier, pace, stop_epoch(shape(pace * k), TARGET)
+
+
+@pytest.mark.parametrize("share", [0.2, 0.5])
+def test_a_matching_earlier_run_finds_the_pace_and_carries_the_prediction(runs, share):
+    k, new, earlier, pace, n_true = runs
+    seen = max(3, int(np.ceil(share * n_true)))
+    fit = fit_convergence(k[:seen], new[:seen], earlier=earlier)
+    pred = fit.epochs_to_target(TARGET, consecutive=3)
+    alone = fit_convergence(k[:seen], new[:seen]).epochs_to_target(TARGET, consecutive=3)
+    assert fit.earlier.c == pytest.approx(pace, rel=0.03)
+    assert pred.earlier_weight > 0.5
+    assert abs(pred.epoch - n_true) <= 0.1 * n_true
+    if share == 0.2:   # 4 epochs of a sigmoid head: the fit alone extrapolates the wrong shape
+        assert abs(alone.epoch - n_true) > 0.2 * n_true
+    assert pred.lo <= n_true <= pred.hi
+    assert "from earlier run earlier-job" in pred.note
+
+
+def test_an_earlier_run_that_does_not_match_is_ignored(runs):
+    k, new, _, _, n_true = runs
+    flat = earlier_run(k, np.full(k.size, 1.0) + np.random.default_rng(4).normal(0, 0.004, k.size), "stuck")
+    seen = int(np.ceil(0.5 * n_true))
+    with_flat = fit_convergence(k[:seen], new[:seen], earlier=flat).epochs_to_target(TARGET, consecutive=3)
+    alone = fit_convergence(k[:seen], new[:seen]).epochs_to_target(TARGET, consecutive=3)
+    assert with_flat.earlier_weight == 0.0
+    assert (with_flat.epoch, with_flat.lo, with_flat.hi) == (alone.epoch, alone.lo, alone.hi)
+
+
+def test_an_earlier_run_that_never_got_as_low_gets_no_weight(runs):
+    k, new, earlier, _, n_true = runs
+    seen = int(np.ceil(0.5 * n_true))
+    pred = fit_convergence(k[:seen], new[:seen], earlier=earlier).epochs_to_target(0.05, consecutive=3)
+    assert pred.earlier_weight == 0.0   # below its floor of 0.1: it says nothing about when
+
+
+@pytest.mark.parametrize(
+    ("progress", "losses", "message"),
+    [
+        pytest.param([1, 2, 3, 4], [1.0, 0.8, 0.7, 0.6], "5 epochs or more", id="too-short"),
+        pytest.param([1, 2, 3, 4, 5], [1.0, 0.8, float("nan"), 0.6, 0.5], "finite", id="nan"),
+    ],
+)
+def test_unusable_earlier_runs_say_why(progress, losses, message):
+    with pytest.raises(EstimateError, match=message):
+        earlier_run(progress, losses)
+
+
+@pytest.mark.parametrize(
+    ("levels", "start", "streak", "expected"),
+    [
+        pytest.param([1, 1, 0.1, 0.1, 0.1, 0.1], 0, 0, 5, id="three-in-a-row"),
+        pytest.param([1, 1, 0.1, 0.1, 0.1, 0.1], 3, 1, 5, id="counts-the-streak-already-run"),
+        pytest.param([1, 1, 0.1, 0.1, 0.1, 0.1], 4, 3, 4, id="already-met"),
+        pytest.param([1, 1, 0.1, 1, 0.1, 0.1], 0, 0, None, id="broken-run-not-within-the-levels"),
+    ],
+)
+def test_passage_follows_the_stop_rule(levels, start, streak, expected):
+    assert passage(np.array(levels), 1e-6, 0.5, 3, start, streak) == expected
+
+
+BASE = {"model": {"name": "lenet"}, "dataset": {"name": "mnist-5k"}, "batch_size": 64, "optimizer": "sgd",
+        "learning_rate": 0.05, "momentum": 0.9, "weight_decay": 0.0, "seed": 0, "target_loss": 0.15,
+        "budget": 0.05, "allocation": "dynamic"}
+
+
+@pytest.mark.parametrize(
+    ("change", "same"),
+    [
+        pytest.param({"seed": 3, "target_loss": 0.1, "budget": 1.0, "allocation": "static"}, True,
+                     id="seed-target-budget-allocation-do-not-matter"),
+        pytest.param({"learning_rate": 0.01}, False, id="learning-rate"),
+        pytest.param({"batch_size": 32}, False, id="batch"),
+        pytest.param({"dataset": {"name": "digits"}}, False, id="data"),
+        pytest.param({"model": {"name": "mlp"}}, False, id="model"),
+    ],
+)
+def test_which_jobs_train_the_same_curve(change, same):
+    assert same_curve(BASE, {**BASE, **change}) is same
+
+
+def test_a_model_file_counts_by_its_text_not_its_path():
+    a = {**BASE, "model": {"file": "/a/net.py", "source": "def build(): ..."}}
+    assert same_curve(a, {**BASE, "model": {"file": "/b/net.py", "source": "def build(): ..."}})
+    assert not same_curve(a, {**BASE, "model": {"file": "/a/net.py", "source": "def build(): 1"}})
