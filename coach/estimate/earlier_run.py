@@ -23,7 +23,6 @@ fights the data. Figures in docs/estimation.md ("An earlier run of the same job"
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np

@@ -43,8 +43,8 @@ def earlier_run_of(epochs: Sequence[EpochRecord], samples_per_epoch: float | Non
         return None
     try:
         return earlier_run([p for p, _ in trained], [v for _, v in trained], label)
-    except EstimateError:   # e.g. a NaN loss of a job that diverged
-        return None
+    except (EstimateError, ValueError, OverflowError, FloatingPointError):   # e.g. a diverged job's losses
+        return None   # a second opinion only: never a reason for this job to fail
 
 
 def fit_history(epochs: Sequence[EpochRecord], global_batch: int, samples_per_epoch: float | None,

@@ -119,3 +119,28 @@ def test_a_model_file_counts_by_its_text_not_its_path():
     a = {**BASE, "model": {"file": "/a/net.py", "source": "def build(): ..."}}
     assert same_curve(a, {**BASE, "model": {"file": "/b/net.py", "source": "def build(): ..."}})
     assert not same_curve(a, {**BASE, "model": {"file": "/a/net.py", "source": "def build(): 1"}})
+
+
+def _records(losses: list[float]) -> list:
+    from coach.state.records import EpochRecord
+
+    return [EpochRecord(job_id="old", phase="training", epoch=i, workers=1, servers=1, train_loss=v, val_loss=v,
+                        duration_s=1.0, samples=100, samples_per_s=100.0, cost=0.0, retries=0, started_at=0.0,
+                        finished_at=0.0) for i, v in enumerate(losses, start=1)]
+
+
+@pytest.mark.parametrize(
+    ("losses", "usable"),
+    [
+        pytest.param([2.0, 1.2, 0.8, 0.6, 0.5, 0.45], True, id="finished"),
+        pytest.param([2.0, 1.2, 0.8, 0.6], False, id="too-few-epochs"),
+        pytest.param([2.0, 1.2, 0.8, 0.6, float("nan")], False, id="diverged"),
+    ],
+)
+def test_a_job_that_cannot_serve_as_an_earlier_run_is_skipped_not_an_error(losses, usable):
+    from coach.estimate.history import earlier_run_of
+
+    run = earlier_run_of(_records(losses), 100.0, "old")
+    assert (run is not None) is usable
+    if usable:
+        assert run.label == "old" and run.progress == tuple(float(i) for i in range(1, len(losses) + 1))
