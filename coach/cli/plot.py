@@ -18,6 +18,7 @@ def plot(job_id: str = typer.Argument(...),
     """Draw validation loss per epoch with the fitted curve and target crossing, (w, s) per
     epoch, and the fitted speed surface."""
     from coach.estimate.history import fit_history
+    from coach.job.earlier import find_earlier
     from coach.report.plots import plot_job
 
     if output.is_dir() or not output.name:
@@ -32,7 +33,8 @@ def plot(job_id: str = typer.Argument(...),
     if not epochs:
         raise CoachError(f"{job.job_id} has no recorded epochs yet; nothing to plot")
     spec = store.spec(job.job_id)
-    fit, speed = fit_history(epochs, int(spec.get("batch_size", 64)), None)
+    earlier = find_earlier(store, job, spec, None)   # the run the job's ETA asked, if any
+    fit, speed = fit_history(epochs, int(spec.get("batch_size", 64)), None, earlier=earlier and earlier.run)
     try:
         path = plot_job(output, epochs, job.target_loss, fit, speed, consecutive=int(spec.get("consecutive", 3)),
                         title=f"{job.job_id} ({job.status})")

@@ -22,14 +22,15 @@ from coach.backends.base import Backend
 from coach.data import load_dataset
 from coach.errors import CoachError, Diverged, EpochFailed, SpecError
 from coach.estimate import epoch_budget, eta, measured_cost
-from coach.estimate.history import earlier_run_of, fit_history, same_curve
+from coach.estimate.history import fit_history
 from coach.estimate.progress import progress_of
 from coach.estimate.cost import epoch_cost
 from coach.job.coordinator import Coordinator
+from coach.job.earlier import find_earlier
 from coach.job.epoch import EpochOutcome, EpochPlan, EpochRunner
 from coach.plan import JobDemand
 from coach.spec import JobSpec
-from coach.state.records import FINAL_STATUSES, EpochRecord
+from coach.state.records import EpochRecord
 from coach.state.store import Store
 
 
@@ -259,19 +260,12 @@ class JobLoop:
         return self.spec.budget - self.store.job(self.run.job_id).spent
 
     def _find_earlier(self) -> None:
-        """The newest finished job of the same configuration with enough training epochs: its
-        curve is the ETA's second opinion (coach.estimate.earlier_run weighs how well it matches)."""
-        mine = asdict(self.spec)
-        for job in reversed(self.store.jobs()):
-            if job.job_id == self.run.job_id or job.status not in FINAL_STATUSES:
-                continue
-            if same_curve(self.store.spec(job.job_id), mine):
-                run = earlier_run_of(self.store.epochs(job.job_id), self.n_train, job.job_id)
-                if run is not None:
-                    self._earlier = run
-                    self._event("earlier_run", f"the ETA also asks {job.job_id} ({len(run.progress)} training "
-                                f"epochs, {job.status}): same model, data and optimizer")
-                    return
+        """An earlier run of the same configuration: the ETA's second opinion."""
+        found = find_earlier(self.store, self.store.job(self.run.job_id), asdict(self.spec), self.n_train)
+        if found is not None:
+            self._earlier = found.run
+            self._event("earlier_run", f"the ETA also asks {found.job.job_id} ({len(found.run.progress)} training "
+                        f"epochs, {found.job.status}): same model, data and optimizer")
 
     def _run(self) -> str:
         spec, coord = self.spec, self.run.coordinator

@@ -4,7 +4,8 @@ Three panels, left to right:
 
 1. validation loss per epoch (tuning mini-epochs at their fractional progress), the
    fitted curve l(k) = 1/(b0·k + b1) + b2, the target, and the predicted epoch at which
-   the stop rule is met with its 80% interval (or "unreachable" and the asymptote);
+   the stop rule is met with its 80% interval (or "unreachable" and the asymptote); and
+   the earlier run of the same configuration the prediction asked, at the new run's pace;
 2. workers and servers per epoch;
 3. the fitted speed surface f(w, s) in samples/s as a heatmap, with the measured
    configurations marked.
@@ -60,6 +61,12 @@ def _loss_panel(ax, epochs: Sequence[EpochRecord], target: float, fit: Convergen
         grid = np.linspace(min(0.1, x.min()) if x.size else 0.1, max(x_end, 1.0), 300)
         ax.plot(grid, fit.predict(grid), "-", color="tab:orange",
                 label=f"fit 1/({fit.b0:.3g}·k + {fit.b1:.3g}) + {fit.b2:.3g}")
+    if fit is not None and fit.earlier is not None:
+        w = fit.earlier
+        grid = np.linspace(min(0.1, x.min()) if x.size else 0.1, max(x_end, 1.0), 300)
+        ax.plot(grid, w.run.level(w.c * grid), "--", color="tab:purple", lw=1,
+                label=f"earlier run {w.run.label} at pace {w.c:.2f}"
+                      + (f" ({pred.earlier_weight:.0%} of the prediction)" if pred is not None else ""))
     if tuning.any():
         ax.plot(x[tuning], y[tuning], "s", color="tab:gray", ms=5, label="tuning mini-epochs")
     if (~tuning).any():

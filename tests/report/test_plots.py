@@ -93,3 +93,32 @@ def test_plot_command_output_paths(tmp_path, stored_job, monkeypatch, output, wr
     else:
         with pytest.raises(CoachError, match=error):
             CliRunner().invoke(app, ["job1", "-o", output], catch_exceptions=False)
+
+
+def test_plot_draws_the_earlier_run_the_eta_asked(tmp_path, monkeypatch):
+    import typer
+    from typer.testing import CliRunner
+
+    from coach.cli.plot import plot
+    from coach.report import plots
+    from coach.state.store import Store
+
+    monkeypatch.setenv("COACH_HOME", str(tmp_path / "home"))
+    store = Store()
+    spec = {"model": {"name": "mlp"}, "dataset": {"name": "mnist-5k"}, "batch_size": 64, "consecutive": 3}
+    store.create_job("job0", "job", "x.yaml", spec, 0.45, 1.0)   # the same configuration, run before
+    for r in records(20):
+        store.record_epoch(EpochRecord("job0", r.phase, r.epoch, r.workers, r.servers, r.train_loss, r.val_loss,
+                                       r.duration_s, r.samples, r.samples_per_s, r.cost))
+    store.update_job("job0", status="succeeded")
+    store.create_job("job1", "job", "x.yaml", spec, 0.45, 1.0)
+    for r in records(6):
+        store.record_epoch(r)
+    figures = []
+    monkeypatch.setattr(plots.plt, "close", figures.append)
+    app = typer.Typer()
+    app.command()(plot)
+    result = CliRunner().invoke(app, ["job1", "-o", str(tmp_path / "job.png")], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    labels = [t.get_text() for t in figures[0].axes[0].get_legend().get_texts()]
+    assert any(label.startswith("earlier run job0 at pace") for label in labels), labels

@@ -1,0 +1,50 @@
+"""Which earlier job a job asks about its stop epoch: the newest one submitted before it, finished, of the
+same configuration, with enough epochs — the same answer for the job loop and `coach plot`."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from coach.job.earlier import find_earlier
+from coach.state.records import EpochRecord
+from coach.state.store import Store
+
+SPEC = {"model": {"name": "mlp"}, "dataset": {"name": "digits"}, "batch_size": 32, "optimizer": "sgd",
+        "learning_rate": 0.05, "momentum": 0.9, "weight_decay": 0.0}
+CURVE = [2.0, 1.2, 0.8, 0.6, 0.5, 0.45, 0.42]
+
+
+def add(store: Store, job_id: str, status: str, spec: dict | None = None, epochs: int = len(CURVE)) -> None:
+    store.create_job(job_id, job_id, f"{job_id}.yaml", dict(SPEC, **(spec or {})), 0.1, 1.0)
+    for i, v in enumerate(CURVE[:epochs], start=1):
+        store.record_epoch(EpochRecord(job_id, "training", i, 1, 1, v, v, 1.0, 100, 100.0, 0.0))
+    store.update_job(job_id, status=status)
+    time.sleep(0.01)   # distinct created_at
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "found"),
+    [
+        pytest.param([("a", "succeeded", None, 7)], [], "a", id="one-finished"),
+        pytest.param([("a", "succeeded", None, 7), ("b", "max_epochs", None, 7)], [], "b", id="newest-wins"),
+        pytest.param([("a", "succeeded", None, 7), ("b", "succeeded", {"learning_rate": 0.01}, 7)], [], "a",
+                     id="other-configuration-skipped"),
+        pytest.param([("a", "succeeded", None, 7), ("b", "succeeded", None, 4)], [], "a", id="too-short-skipped"),
+        pytest.param([("a", "succeeded", None, 7)], [("z", "succeeded", None, 7)], "a",
+                     id="submitted-later-never-counts"),
+        pytest.param([], [("z", "succeeded", None, 7)], None, id="none-before"),
+    ],
+)
+def test_find_earlier(tmp_path: Path, before, after, found) -> None:
+    store = Store(tmp_path / "coach.db")
+    for job_id, status, spec, n in before:
+        add(store, job_id, status, spec, n)
+    store.create_job("me", "me", "me.yaml", SPEC, 0.1, 1.0)
+    time.sleep(0.01)
+    for job_id, status, spec, n in after:
+        add(store, job_id, status, spec, n)
+    result = find_earlier(store, store.job("me"), SPEC, None)
+    assert (result.job.job_id if result else None) == found
