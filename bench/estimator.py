@@ -128,11 +128,11 @@ def earlier_run_benchmark(consecutive: int) -> dict:
     without the earlier run (`earlier=None`), on the same cases. No bootstrap: the combined
     interval does not use it (a prediction that gives the earlier run no weight then has the
     extrapolation interval only)."""
-    from coach.estimate.convergence import earlier_run
+    from coach.estimate.convergence import prepare_earlier_run
 
     names = sorted({p.stem for p in (ROOT / "curves" / "repeats").glob("seed*/*.csv")})
     curves = {(n, seed): read_curve(path) for n in names for seed, path in _seeds(n).items()}
-    earlier = {key: earlier_run(c.epochs, c.losses, f"{key[0]} seed {key[1]}") for key, c in curves.items()}
+    earlier = {key: prepare_earlier_run(c.epochs, c.losses, f"{key[0]} seed {key[1]}") for key, c in curves.items()}
     pairs = {"another seed": [((n, s), (n, o)) for (n, s) in curves for (m, o) in curves if m == n and o != s],
              "another learning rate or optimizer": [
                  ((n, 2), (m, 1)) for n in names for m in names

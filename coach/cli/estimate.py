@@ -101,12 +101,12 @@ def predict_curve(curve: Curve, target: float, consecutive: int = 1,
 
 def earlier_of(path: Path) -> EarlierRun:
     """Read and prepare an earlier run's curve; SpecError naming the file if it cannot serve."""
-    from coach.estimate import earlier_run
+    from coach.estimate import prepare_earlier_run
 
     curve = read_curve(path)
     try:
-        return earlier_run([e + curve.offset for e in curve.epochs], curve.losses, path.name)
-    except (EstimateError, OverflowError, FloatingPointError, ValueError) as exc:
+        return prepare_earlier_run([e + curve.offset for e in curve.epochs], curve.losses, path.name)
+    except EstimateError as exc:
         raise SpecError(str(path), "", str(exc)) from None
 
 

@@ -59,9 +59,8 @@ def loss_text(job: JobRecord) -> str:
     """'0.1279 / 0.15', or '0.1279 / 0.15 after training 3' when the loss is not from `job.epoch`:
     while epoch 4 runs (or when a job stopped during it), the loss shown is epoch 3's."""
     val = "-" if job.val_loss is None else f"{job.val_loss:.4g}"   # 4 digits however small the target
-    phase, _, number = job.val_epoch.partition(" ")
-    other = number != str(job.epoch) or (job.status in ("tuning", "training") and phase != job.status)
-    return f"{val} / {job.target_loss:g}{f' after {job.val_epoch}' if job.val_epoch and other else ''}"
+    shown = f"{'tuning' if job.status == 'tuning' else 'training'} {job.epoch}"   # the epoch the line names
+    return f"{val} / {job.target_loss:g}{f' after {job.val_epoch}' if job.val_epoch not in ('', shown) else ''}"
 
 
 def job_row(job: JobRecord) -> dict[str, str]:

@@ -9,7 +9,7 @@ from coach.estimate.convergence import (
     EXTRAPOLATION_SPREAD,
     ConvergenceFit,
     EpochsPrediction,
-    earlier_run,
+    prepare_earlier_run,
     extrapolation_interval,
     fit_convergence,
 )
@@ -44,7 +44,7 @@ __all__ = [
     "RoleResources",
     "SpeedModel",
     "SpeedSample",
-    "earlier_run",
+    "prepare_earlier_run",
     "epoch_budget",
     "epoch_cost",
     "eta",

@@ -52,7 +52,7 @@ from scipy.optimize import least_squares
 from scipy.special import ndtr
 
 from coach.errors import EstimateError
-from coach.estimate.earlier_run import EarlierRun, Warp, mix, smooth_run, warp
+from coach.estimate.earlier_run import MIN_WEIGHT, EarlierRun, Warp, mix, smooth_run, warp
 
 MIN_POINTS = 3
 """Fewest (progress, loss) points with distinct progress that can fit three coefficients."""
@@ -111,7 +111,7 @@ class EpochsPrediction:
     epoch: int | None          # median first epoch meeting the stop rule; None if unreachable
     lo: int | None             # 80% interval: bootstrap replicas' 10th percentile, widened by extrapolation
     hi: int | None             # ... their 90th percentile, widened; None = some replicas never reach it
-    reachable: bool            # target > b2 and the crossing is within the horizon
+    reachable: bool            # target > b2 and the crossing within the horizon, or an earlier run says when
     asymptote: float           # b2
     note: str = ""             # in words, why it is unreachable (or how sure we are)
     earlier_weight: float = 0.0   # share of an earlier run of the same configuration in `epoch`
@@ -160,6 +160,7 @@ class ConvergenceFit:
         point = int(point) if math.isfinite(point) else None
         passages = _passage(np.array(self.replicas).reshape(-1, 3), *chain)
         lo = hi = None
+        least = max(start, 0) + max(consecutive - max(streak, 0), 0)   # epochs the rule needs at least
         if passages.size:
             # "lower" picks an actual replica, so +inf never gets interpolated into NaN
             p_lo, p_hi = np.percentile(passages, INTERVAL_PERCENTILES, method="lower")
@@ -168,24 +169,23 @@ class ConvergenceFit:
         if point is not None:
             # the interval always contains the point estimate, and the extrapolation's error
             early, late = extrapolation_interval(point, self.last_progress)
-            least = max(start, 0) + max(consecutive - max(streak, 0), 0)   # epochs the rule needs at least
             lo = max(min(point if lo is None else lo, point, early), min(least, point))
             # past a given horizon (a job's: what max_epochs leaves) the job does not run: "maybe
             # not"; the default horizon is only a guard against nonsense and cuts nothing here
             hi = None if hi is None or (horizon is not None and late > limit) else max(hi, point, late)
-        if self.earlier is not None:
-            m = mix(self.earlier, point, EXTRAPOLATION_SPREAD, self.last_progress, target, consecutive,
-                    min(limit, MAX_PASSAGE_STEPS), start, streak)
-            if m.weight > 0:
-                least = max(start, 0) + max(consecutive - max(streak, 0), 0)
-                lo = max(m.lo, min(least, m.epoch))
-                hi = None if horizon is not None and m.hi > limit else m.hi
-                return EpochsPrediction(
-                    epoch=m.epoch, lo=lo, hi=hi, reachable=True, asymptote=self.b2, earlier_weight=m.weight,
-                    note=f"80% interval [{lo}, {'never' if hi is None else hi}]; "
-                         f"{'<1%' if m.weight < 0.005 else f'{m.weight:.0%}'} from earlier "
-                         f"run {self.earlier.run.label} (it alone: epoch {m.earlier_epoch}, this run's curve "
-                         f"alone: {'never' if point is None else point})")
+        m = (mix(self.earlier, point, EXTRAPOLATION_SPREAD, self.last_progress, target, consecutive,
+                 min(limit, MAX_PASSAGE_STEPS), start, streak)
+             if self.earlier is not None and streak < consecutive else None)
+        if m is not None and m.weight >= MIN_WEIGHT:
+            lo = max(m.lo, min(least, m.epoch))
+            # this run's own curve says "maybe never" (target at or below its asymptote, or past
+            # the horizon): the earlier run gives the epoch, but the interval stays open
+            hi = None if point is None or (horizon is not None and m.hi > limit) else m.hi
+            return EpochsPrediction(
+                epoch=m.epoch, lo=lo, hi=hi, reachable=True, asymptote=self.b2, earlier_weight=m.weight,
+                note=f"80% interval [{lo}, {'never' if hi is None else hi}]; {m.weight:.0%} from earlier "
+                     f"run {self.earlier.run.label} (it alone: epoch {m.earlier_epoch}, this run's curve "
+                     f"alone: {'never' if point is None else point})")
         if target <= self.b2:
             note = (f"target {target:g} is at or below the fitted asymptote {self.b2:.4g}: "
                     "the loss is not expected to get there")
@@ -214,17 +214,21 @@ def extrapolation_interval(point: int, seen: float, spread: float = EXTRAPOLATIO
     return max(1, math.floor(seen + ahead / factor)), math.ceil(seen + ahead * factor)
 
 
-def earlier_run(progress: Sequence[float], losses: Sequence[float], label: str = "") -> EarlierRun:
+def prepare_earlier_run(progress: Sequence[float], losses: Sequence[float], label: str = "") -> EarlierRun:
     """An earlier run of the same configuration (its epochs' progress and validation losses),
     prepared once, for `fit_convergence(..., earlier=)`; see coach.estimate.earlier_run.
 
-    Raises EstimateError for bad values or fewer than earlier_run.MIN_EPOCHS epochs.
+    Raises EstimateError for bad values (also values too large to fit) or fewer than
+    earlier_run.MIN_EPOCHS epochs.
     """
     k, y, _ = _validate(progress, losses)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        b, _ = _fit(k, y, _weights(k), start=None)
-    return smooth_run(label, k, y, (float(b[0]), float(b[1]), float(b[2])))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            b, _ = _fit(k, y, _weights(k), start=None)
+        return smooth_run(label, k, y, (float(b[0]), float(b[1]), float(b[2])))
+    except (ValueError, OverflowError, FloatingPointError) as exc:   # e.g. losses near 1e308
+        raise EstimateError(f"the earlier run's losses cannot be fitted ({exc})") from None
 
 
 def fit_convergence(progress: Sequence[float], losses: Sequence[float],
@@ -242,7 +246,7 @@ def fit_convergence(progress: Sequence[float], losses: Sequence[float],
     of 15 "unreachable" answers into predictions (2 published cases after 20% of the
     epochs, 1 published and 1 recorded after 50%; errors 0–40%) and changed no other.
 
-    `earlier` (optional, from `earlier_run`): an earlier run of the same model, data and
+    `earlier` (optional, from `prepare_earlier_run`): an earlier run of the same model, data and
     optimizer. `epochs_to_target` then combines this fit's prediction with that run's curve
     laid over these points, by how well each is expected to predict.
 

@@ -11,7 +11,9 @@ second prediction. Both are combined in log epochs, each weighted by its precisi
 * the fit's own spread (`EXTRAPOLATION_SPREAD` read as a log standard deviation), which
   grows with how far it extrapolates;
 * the earlier run's: a base spread `SEED_SPREAD` between runs, plus how far the passage
-  moves if the warped curve is off by the relative misfit δ of the recent points.
+  moves if the warped curve is off by the relative misfit δ of the recent points, plus the
+  same extrapolation spread as the fit's when the passage lies past the earlier run's last
+  epoch (there its curve is its own fit's forecast, not data).
 
 So an earlier run that matches gets most of the weight, one that does not (another learning
 rate, a different floor) little or none, and one that needs c at an end of `TIME_SCALES` none
@@ -31,11 +33,14 @@ from scipy.special import ndtr
 
 from coach.errors import EstimateError
 
-MIN_EPOCHS = 5
-"""An earlier run needs this many epochs: the smoother's window."""
-
 SMOOTH_WINDOW, SMOOTH_ORDER = 5, 2
 """Savitzky-Golay over the earlier run's losses: its noise is not its shape."""
+
+MIN_EPOCHS = SMOOTH_WINDOW
+"""An earlier run needs at least the smoother's window of epochs."""
+
+MIN_WEIGHT = 0.01
+"""Below this share the earlier run does not replace the fit's own prediction and interval."""
 
 TIME_SCALES = np.exp(np.linspace(math.log(0.25), math.log(4.0), 241))
 """Candidate paces c (new run at epoch k ≈ earlier run at c·k); at either end: no match."""
@@ -116,10 +121,16 @@ def passage(levels: np.ndarray, sigma: float, target: float, consecutive: int, s
     counting from epoch start + 1 with `streak` already under it; None within len(levels)."""
     if streak >= consecutive:
         return start
+    begin = max(start, 0) + 1
+    near = np.flatnonzero(levels[begin - 1:] < target + 8.0 * sigma)   # before: p ≈ 0, the run stays 0
+    if near.size == 0:
+        return None
+    if near[0] > 0:
+        begin, streak = begin + int(near[0]), 0
     run = np.zeros(consecutive)
     run[min(max(streak, 0), consecutive - 1)] = 1.0
     done = 0.0
-    for j in range(max(start, 0) + 1, len(levels) + 1):
+    for j in range(begin, len(levels) + 1):
         p = float(ndtr((target - levels[j - 1]) / sigma))
         done += run[-1] * p
         if done >= 0.5:
@@ -130,33 +141,35 @@ def passage(levels: np.ndarray, sigma: float, target: float, consecutive: int, s
 
 @dataclass(frozen=True)
 class Mixed:
-    """The combined prediction (None: neither says when), its 80% interval and the earlier run's part."""
+    """The combined prediction, its 80% interval and the earlier run's part in it."""
 
-    epoch: int | None
-    lo: int | None
-    hi: int | None
-    earlier_epoch: int | None   # the warped earlier run's own passage
+    epoch: int
+    lo: int
+    hi: int
+    earlier_epoch: int          # the warped earlier run's own passage
     weight: float               # of the earlier run in the mix, 0–1
 
 
 def mix(w: Warp, fitted: int | None, spread: float, seen: float, target: float, consecutive: int,
-        limit: float, start: int = 0, streak: int = 0) -> Mixed:
+        limit: float, start: int = 0, streak: int = 0) -> Mixed | None:
     """Combine the fit's predicted stop epoch (`fitted`, None: unreachable; its interval's
     `spread`, see convergence.EXTRAPOLATION_SPREAD) with the warped earlier run's, in log
-    epochs by precision. `weight` 0: the earlier run does not count, use the fit's own."""
+    epochs by precision. None: the earlier run says nothing here (no passage within `limit`)."""
     levels = w.run.level(w.c * np.arange(1, int(limit) + 1, dtype=float))
     own, early, late = (passage(levels, w.run.noise, t, consecutive, start, streak)
                         for t in (target, target * (1 + w.delta), target * (1 - w.delta)))
-    sd_run = (math.sqrt(SEED_SPREAD ** 2 + (math.log(late / max(early or 1, 1)) / 2) ** 2)
-              if own is not None and late is not None else math.inf)
-    seen = max(seen, 1.0)
-    sd_fit = (max(spread * math.log(1 + max(fitted - seen, 1) / seen) / Z80, 1e-3)
-              if fitted is not None else math.inf)
-    if math.isinf(sd_run):
-        return Mixed(fitted, None, None, own, 0.0)
-    if math.isinf(sd_fit):
+    if own is None or late is None or early is None:
+        return None
+
+    def extrapolated(point: float, data_end: float) -> float:   # the log-sd of a forecast past its data
+        return spread * math.log(1 + max(point - data_end, 0) / max(data_end, 1.0)) / Z80
+
+    end = w.run.progress[-1] / w.c   # the earlier run's last epoch, on the new run's clock
+    sd_run = math.sqrt(SEED_SPREAD ** 2 + (math.log(late / early) / 2) ** 2 + extrapolated(own, end) ** 2)
+    if fitted is None:
         point, sd, weight = own, sd_run, 1.0
     else:
+        sd_fit = max(extrapolated(max(fitted, seen + 1), seen), 1e-3)
         a, b = sd_run ** -2, sd_fit ** -2
         point = int(round(math.exp((a * math.log(own) + b * math.log(fitted)) / (a + b))))
         sd, weight = (a + b) ** -0.5, a / (a + b)

@@ -26,7 +26,7 @@ class Eta:
     seconds: float | None      # epochs_left · epoch_seconds
     seconds_lo: float | None
     seconds_hi: float | None
-    reachable: bool            # target above the fitted asymptote
+    reachable: bool            # target above the fitted asymptote, or an earlier run says when
     asymptote: float           # b2
     earlier_weight: float = 0.0   # share of an earlier run of the same configuration in the epochs
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coach.errors import EstimateError
-from coach.estimate.convergence import ConvergenceFit, earlier_run, fit_convergence
+from coach.estimate.convergence import ConvergenceFit, fit_convergence, prepare_earlier_run
 from coach.estimate.earlier_run import MIN_EPOCHS, EarlierRun
 from coach.estimate.progress import progress_of
 from coach.estimate.speed import SpeedModel, SpeedSample, fit_speed
@@ -42,8 +42,8 @@ def earlier_run_of(epochs: Sequence[EpochRecord], samples_per_epoch: float | Non
     if len(trained) < MIN_EPOCHS:
         return None
     try:
-        return earlier_run([p for p, _ in trained], [v for _, v in trained], label)
-    except (EstimateError, ValueError, OverflowError, FloatingPointError):   # e.g. a diverged job's losses
+        return prepare_earlier_run([p for p, _ in trained], [v for _, v in trained], label)
+    except EstimateError:   # e.g. a diverged job's losses
         return None   # a second opinion only: never a reason for this job to fail
 
 

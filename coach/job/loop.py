@@ -17,11 +17,12 @@ import time
 import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from coach.backends.base import Backend
 from coach.data import load_dataset
 from coach.errors import CoachError, Diverged, EpochFailed, SpecError
-from coach.estimate import epoch_budget, eta, measured_cost
+from coach.estimate import Eta, epoch_budget, eta, measured_cost
 from coach.estimate.history import fit_history
 from coach.estimate.progress import progress_of
 from coach.estimate.cost import epoch_cost
@@ -153,12 +154,9 @@ class JobLoop:
                           started_at=started, finished_at=time.time())
         self.store.record_epoch(rec)
         job = self.store.job(self.run.job_id)
-        try:
-            if phase == "training":   # before the loss: a progress line showing the new loss shows its ETA
-                self._update_eta([*history, rec], w, s)
-        finally:
-            self.store.update_job(self.run.job_id, spent=job.spent + cost, val_loss=outcome.val_loss,
-                                  val_epoch=f"{phase} {epoch}", checkpoint=outcome.checkpoint)
+        self.store.update_job(self.run.job_id, spent=job.spent + cost, checkpoint=outcome.checkpoint)
+        if phase == "tuning":   # a training epoch's loss is shown with its ETA (`_update_eta`)
+            self.store.update_job(self.run.job_id, val_loss=outcome.val_loss, val_epoch=f"{phase} {epoch}")
         self._prune_checkpoints(outcome.checkpoint)
         return rec
 
@@ -193,19 +191,22 @@ class JobLoop:
             n += 1
         return n
 
-    def _update_eta(self, history: list[EpochRecord], w: int, s: int):
-        """Predict (and record for `coach status`) what is left, once per recorded epoch."""
-        if self._eta is not None and self._eta[0] == len(history):
-            return self._eta[1]
-        e = self._predict(history, w, s)
-        self._eta = (len(history), e)
-        return e
+    def _update_eta(self, history: list[EpochRecord], w: int, s: int, **job: Any):
+        """Predict what is left, once per recorded epoch, and store it for `coach status` in one
+        update with `job`'s other values (a new loss with its ETA: never one without the other)."""
+        try:
+            if self._eta is None or self._eta[0] != len(history):
+                e, job["eta"] = self._predict(history, w, s)
+                self._eta = (len(history), e)
+        finally:   # the loss is stored even if a prediction fails
+            if job:
+                self.store.update_job(self.run.job_id, **job)
+        return self._eta[1]
 
-    def _predict(self, history: list[EpochRecord], w: int, s: int):
+    def _predict(self, history: list[EpochRecord], w: int, s: int) -> tuple[Eta | None, dict[str, Any]]:
         fit, speed = self._fits(history)
         if fit is None or self._streak(history) >= self.spec.consecutive:   # done: no ETA left to show
-            self.store.update_job(self.run.job_id, eta={})
-            return None
+            return None, {}
         seconds = self._epoch_seconds(history, speed, w, s) or history[-1].duration_s
         done = progress_of(history, self.n_train)[-1]
         trained = sum(1 for r in history if r.phase == "training")
@@ -213,11 +214,10 @@ class JobLoop:
                 horizon=done + self.spec.max_epochs - trained)   # past max_epochs it is unreachable
         info = {"epochs_left": e.epochs_left, "lo": e.lo, "hi": e.hi, "seconds": e.seconds,
                 "seconds_lo": e.seconds_lo, "seconds_hi": e.seconds_hi, "reachable": e.reachable,
-                "asymptote": e.asymptote, "at": time.time()}
-        if e.earlier_weight > 0:
-            info.update(earlier=self._earlier.label, earlier_weight=round(e.earlier_weight, 3))
-        self.store.update_job(self.run.job_id, eta=info)
-        return e
+                "asymptote": e.asymptote, "at": time.time(),
+                "earlier": self._earlier.label if e.earlier_weight > 0 else None,
+                "earlier_weight": round(e.earlier_weight, 3)}
+        return e, info
 
     def _demand(self, history: list[EpochRecord]) -> JobDemand:
         spent = self.store.job(self.run.job_id).spent
@@ -260,12 +260,16 @@ class JobLoop:
         return self.spec.budget - self.store.job(self.run.job_id).spent
 
     def _find_earlier(self) -> None:
-        """An earlier run of the same configuration: the ETA's second opinion."""
-        found = find_earlier(self.store, self.store.job(self.run.job_id), asdict(self.spec), self.n_train)
+        """An earlier run of the same configuration: the ETA's second opinion. Chosen once, when
+        the job first starts (a resumed job keeps it, and `coach plot` reads it)."""
+        job = self.store.job(self.run.job_id)
+        found = find_earlier(self.store, job, asdict(self.spec), self.n_train)
         if found is not None:
             self._earlier = found.run
-            self._event("earlier_run", f"the ETA also asks {found.job.job_id} ({len(found.run.progress)} training "
-                        f"epochs, {found.job.status}): same model, data and optimizer")
+            if job.earlier_job != found.job.job_id:
+                self.store.update_job(self.run.job_id, earlier_job=found.job.job_id)
+                self._event("earlier_run", f"the ETA also asks {found.job.job_id} ({len(found.run.progress)} "
+                            f"training epochs, {found.job.status}): same model, data and optimizer")
 
     def _run(self) -> str:
         spec, coord = self.spec, self.run.coordinator
@@ -348,6 +352,9 @@ class JobLoop:
                 history.append(self._execute("training", epoch, alloc.workers, alloc.servers, None, history))
             finally:
                 coord.release(self.run.job_id)
+            last = history[-1]   # predicted with the cores released: other jobs need not wait for a fit
+            self._update_eta(history, alloc.workers, alloc.servers, val_loss=last.val_loss,
+                             val_epoch=f"training {last.epoch}")
 
     def _budget_exhausted(self, left: float, predicted: float | None = None) -> str:
         job = self.store.job(self.run.job_id)

@@ -25,7 +25,7 @@ def register(spec: JobSpec, store: Store) -> str:
     job_id = new_job_id(spec.name)
     store.claim_job(job_id)   # before it exists: `coach status` never sees it unowned
     source = Path(spec.source)   # absolute: `coach resume` may run from another folder and name it
-    spec_path = str(source.resolve()) if source.is_file() else spec.source
+    spec_path = str(source.absolute()) if source.is_file() else spec.source
     store.create_job(job_id, spec.name, spec_path, dataclasses.asdict(spec), spec.target_loss, spec.budget)
     store.add_event(job_id, "submitted", f"from {spec.source}")
     return job_id

@@ -57,13 +57,12 @@ def _loss_panel(ax, epochs: Sequence[EpochRecord], target: float, fit: Convergen
     pred = fit.epochs_to_target(target, consecutive) if fit is not None else None
     if pred is not None and pred.epoch is not None:
         x_end = max(x_end, float(pred.hi if pred.hi is not None else pred.epoch)) * 1.05
+    grid = np.linspace(min(0.1, x.min()) if x.size else 0.1, max(x_end, 1.0), 300)
     if fit is not None:
-        grid = np.linspace(min(0.1, x.min()) if x.size else 0.1, max(x_end, 1.0), 300)
         ax.plot(grid, fit.predict(grid), "-", color="tab:orange",
                 label=f"fit 1/({fit.b0:.3g}·k + {fit.b1:.3g}) + {fit.b2:.3g}")
     if fit is not None and fit.earlier is not None:
         w = fit.earlier
-        grid = np.linspace(min(0.1, x.min()) if x.size else 0.1, max(x_end, 1.0), 300)
         ax.plot(grid, w.run.level(w.c * grid), "--", color="tab:purple", lw=1,
                 label=f"earlier run {w.run.label} at pace {w.c:.2f}"
                       + (f" ({pred.earlier_weight:.0%} of the prediction)" if pred is not None else ""))

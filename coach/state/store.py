@@ -52,10 +52,10 @@ CREATE TABLE IF NOT EXISTS demands (
     demand TEXT NOT NULL);
 """
 # columns added after a release: a store made by an older Coach gains them when opened
-_ADDED_COLUMNS = {"jobs": [("val_epoch", "TEXT NOT NULL DEFAULT ''")]}
+_ADDED_COLUMNS = {"jobs": [("val_epoch", "TEXT NOT NULL DEFAULT ''"), ("earlier_job", "TEXT NOT NULL DEFAULT ''")]}
 
 _JOB_COLUMNS = ("job_id", "name", "spec_path", "status", "target_loss", "budget", "spent", "workers",
-                "servers", "epoch", "val_loss", "val_epoch", "message", "created_at", "updated_at")
+                "servers", "epoch", "val_loss", "val_epoch", "earlier_job", "message", "created_at", "updated_at")
 _EPOCH_COLUMNS = tuple(f.name for f in fields(EpochRecord))
 _JOB_QUERY = ("SELECT jobs.*, runs.pid AS run_pid, runs.owner AS run_owner "
               "FROM jobs LEFT JOIN runs USING (job_id)")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from coach.errors import EstimateError
-from coach.estimate import earlier_run, fit_convergence
+from coach.estimate import fit_convergence, prepare_earlier_run
 from coach.estimate.earlier_run import passage
 from coach.estimate.history import same_curve
 
@@ -31,7 +31,7 @@ def stop_epoch(losses: np.ndarray, target: float, consecutive: int = 3) -> int:
 def runs():
     rng = np.random.default_rng(3)
     k = np.arange(1, 61)
-    earlier = earlier_run(k, shape(k) + rng.normal(0, 0.004, k.size), "earlier-job")
+    earlier = prepare_earlier_run(k, shape(k) + rng.normal(0, 0.004, k.size), "earlier-job")
     pace = 1.3   # the new run (another seed) goes 30% faster
     new = shape(pace * k) + rng.normal(0, 0.004, k.size)
     return k, new, earlier, pace, stop_epoch(shape(pace * k), TARGET)
@@ -55,7 +55,7 @@ def test_a_matching_earlier_run_finds_the_pace_and_carries_the_prediction(runs, 
 
 def test_an_earlier_run_that_does_not_match_is_ignored(runs):
     k, new, _, _, n_true = runs
-    flat = earlier_run(k, np.full(k.size, 1.0) + np.random.default_rng(4).normal(0, 0.004, k.size), "stuck")
+    flat = prepare_earlier_run(k, np.full(k.size, 1.0) + np.random.default_rng(4).normal(0, 0.004, k.size), "stuck")
     seen = int(np.ceil(0.5 * n_true))
     with_flat = fit_convergence(k[:seen], new[:seen], earlier=flat).epochs_to_target(TARGET, consecutive=3)
     alone = fit_convergence(k[:seen], new[:seen]).epochs_to_target(TARGET, consecutive=3)
@@ -79,7 +79,7 @@ def test_an_earlier_run_that_never_got_as_low_gets_no_weight(runs):
 )
 def test_unusable_earlier_runs_say_why(progress, losses, message):
     with pytest.raises(EstimateError, match=message):
-        earlier_run(progress, losses)
+        prepare_earlier_run(progress, losses)
 
 
 @pytest.mark.parametrize(
@@ -144,3 +144,40 @@ def test_a_job_that_cannot_serve_as_an_earlier_run_is_skipped_not_an_error(losse
     assert (run is not None) is usable
     if usable:
         assert run.label == "old" and run.progress == tuple(float(i) for i in range(1, len(losses) + 1))
+
+
+def test_an_earlier_run_cut_before_the_target_counts_less(runs):
+    # a job that stopped at a higher target: past its last epoch its curve is its own fit's forecast
+    k, new, earlier, _, n_true = runs
+    cut = prepare_earlier_run(earlier.progress[:12], np.asarray(earlier.smooth[:12]), "cut")
+    seen = max(3, int(np.ceil(0.2 * n_true)))
+    full = fit_convergence(k[:seen], new[:seen], earlier=earlier).epochs_to_target(TARGET, consecutive=3)
+    short = fit_convergence(k[:seen], new[:seen], earlier=cut).epochs_to_target(TARGET, consecutive=3)
+    assert 0 < short.earlier_weight < full.earlier_weight
+
+
+def test_a_different_floor_weighs_less_than_a_match(runs):
+    k, new, earlier, pace, n_true = runs
+    other = prepare_earlier_run(k, 0.8 * shape(k) + 0.06, "other-floor")   # same pace, 20% lower curve
+    seen = int(np.ceil(0.5 * n_true))
+    match = fit_convergence(k[:seen], new[:seen], earlier=earlier).epochs_to_target(TARGET, consecutive=3)
+    differ = fit_convergence(k[:seen], new[:seen], earlier=other).epochs_to_target(TARGET, consecutive=3)
+    assert differ.earlier_weight < match.earlier_weight
+
+
+def test_when_this_run_alone_says_never_the_interval_stays_open(runs):
+    k, _, earlier, pace, _ = runs
+    high = 0.15 + shape(pace * k[:25]) + np.random.default_rng(5).normal(0, 0.004, 25)   # floor 0.25 > 0.2
+    fit = fit_convergence(k[:25], high, earlier=earlier)
+    alone = fit_convergence(k[:25], high).epochs_to_target(TARGET, consecutive=3)
+    pred = fit.epochs_to_target(TARGET, consecutive=3)
+    assert alone.epoch is None and pred.earlier_weight > 0
+    assert pred.epoch is not None and pred.hi is None   # an epoch from the earlier run, but "maybe never"
+
+
+def test_a_met_stop_rule_needs_no_second_opinion(runs):
+    k, new, earlier, _, _ = runs
+    fit = fit_convergence(k[:30], new[:30], earlier=earlier)
+    for start in (0, 30):   # start 0 once took log(0)
+        pred = fit.epochs_to_target(0.9, consecutive=3, start=start, streak=3)
+        assert (pred.epoch, pred.earlier_weight) == (start, 0.0)

@@ -48,3 +48,12 @@ def test_find_earlier(tmp_path: Path, before, after, found) -> None:
         add(store, job_id, status, spec, n)
     result = find_earlier(store, store.job("me"), SPEC, None)
     assert (result.job.job_id if result else None) == found
+
+
+def test_the_earlier_run_chosen_when_the_job_started_stays_chosen(tmp_path: Path) -> None:
+    store = Store(tmp_path / "coach.db")
+    add(store, "a", "succeeded")
+    add(store, "b", "succeeded")
+    store.create_job("me", "me", "me.yaml", SPEC, 0.1, 1.0)
+    store.update_job("me", earlier_job="a")   # chosen when "b" was still running, say
+    assert find_earlier(store, store.job("me"), SPEC, None).job.job_id == "a"

@@ -58,6 +58,9 @@ def test_eta_text(record: JobRecord, expected: str) -> None:
         pytest.param(job(status="stopped", val=0.2, epoch=4, val_epoch="training 3"), "0.2 / 0.3 after training 3",
                      id="stopped-during-epoch-4"),
         pytest.param(job(val=0.2, epoch=4), "0.2 / 0.3", id="store-from-before-the-label"),
+        # stopped during training epoch 1, after one tuning mini-epoch: the loss is the tuning one's
+        pytest.param(job(status="stopped", val=0.5, epoch=1, val_epoch="tuning 1"), "0.5 / 0.3 after tuning 1",
+                     id="stopped-during-first-epoch"),
     ],
 )
 def test_loss_text(record: JobRecord, expected: str) -> None:
