@@ -119,8 +119,12 @@ def _seeds(name: str) -> dict[int, Path]:
 def earlier_run_benchmark(consecutive: int) -> dict:
     """Epochs-to-target for a run whose configuration ran before (bench/curves/repeats):
 
-    - "another seed": every recorded run of a configuration predicted with each other seed's
-      run of the same configuration as the earlier run;
+    - "another seed, seeds 1 and 2": each predicted with the other's run of the same
+      configuration (the mix's two constants were chosen on these cases);
+    - "another seed, seed 3 (held out)": seed-3 runs with the seed-1 and the seed-2 run;
+    - "earlier run stopped at a higher target": seed-2 runs with the seed-1 run cut where it
+      met its highest benchmark target (a job that stopped early: beyond that, its curve is
+      its own fit's forecast);
     - "another learning rate or optimizer": seed-2 runs with the seed-1 run of every other
       configuration on the same data and model (a mismatch the mix must survive).
 
@@ -133,7 +137,18 @@ def earlier_run_benchmark(consecutive: int) -> dict:
     names = sorted({p.stem for p in (ROOT / "curves" / "repeats").glob("seed*/*.csv")})
     curves = {(n, seed): read_curve(path) for n in names for seed, path in _seeds(n).items()}
     earlier = {key: prepare_earlier_run(c.epochs, c.losses, f"{key[0]} seed {key[1]}") for key, c in curves.items()}
-    pairs = {"another seed": [((n, s), (n, o)) for (n, s) in curves for (m, o) in curves if m == n and o != s],
+    for n in names:
+        c = curves[(n, 1)]
+        targets = targets_for(np.array(c.epochs), np.array(c.losses), consecutive)
+        if targets:
+            end = max(targets, key=lambda t: t[0])[1]   # the highest target's stop epoch
+            earlier[(n, 1, "cut")] = prepare_earlier_run(c.epochs[:end], c.losses[:end], f"{n} seed 1 to {end}")
+    pairs = {"another seed, seeds 1 and 2": [((n, s), (n, 3 - s)) for n in names for s in (1, 2)
+                                             if (n, 3 - s) in curves],
+             "another seed, seed 3 (held out)": [((n, 3), (n, o)) for n in names for o in (1, 2)
+                                                 if (n, 3) in curves],
+             "earlier run stopped at a higher target": [((n, 2), (n, 1, "cut")) for n in names
+                                                        if (n, 1, "cut") in earlier and (n, 2) in curves],
              "another learning rate or optimizer": [
                  ((n, 2), (m, 1)) for n in names for m in names
                  if m != n and n.split("_")[:2] == m.split("_")[:2] and (n, 2) in curves]}
