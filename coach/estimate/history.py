@@ -36,13 +36,16 @@ def same_curve(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 
 def earlier_run_of(epochs: Sequence[EpochRecord], samples_per_epoch: float | None,
                    label: str) -> EarlierRun | None:
-    """A finished job's training epochs as an earlier run, None if it has too few to use."""
-    progress = progress_of(epochs, samples_per_epoch)
-    trained = [(p, e.val_loss) for p, e in zip(progress, epochs) if e.phase == "training"]
-    if len(trained) < MIN_EPOCHS:
+    """A finished job's epochs as an earlier run, None if it has too few training epochs.
+
+    Its tuning mini-epochs count too, at their progress, as in the new job's own fit: a job
+    whose tuning looked the same is then laid over it at pace ≈ 1 from its first epochs (with
+    its training epochs alone, a resubmission of the same job matched at paces of 0.4–1.3).
+    """
+    if sum(e.phase == "training" for e in epochs) < MIN_EPOCHS:
         return None
     try:
-        return prepare_earlier_run([p for p, _ in trained], [v for _, v in trained], label)
+        return prepare_earlier_run(progress_of(epochs, samples_per_epoch), [e.val_loss for e in epochs], label)
     except EstimateError:   # e.g. a diverged job's losses
         return None   # a second opinion only: never a reason for this job to fail
 

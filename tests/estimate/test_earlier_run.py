@@ -181,3 +181,14 @@ def test_a_met_stop_rule_needs_no_second_opinion(runs):
     for start in (0, 30):   # start 0 once took log(0)
         pred = fit.epochs_to_target(0.9, consecutive=3, start=start, streak=3)
         assert (pred.epoch, pred.earlier_weight) == (start, 0.0)
+
+
+def test_an_earlier_job_s_tuning_mini_epochs_count_at_their_progress():
+    from coach.estimate.history import earlier_run_of
+    from coach.state.records import EpochRecord
+
+    tuning = [EpochRecord("old", "tuning", i, 1, 1, 2.2, v, 1.0, 25, 25.0, 0.0)
+              for i, v in enumerate([2.2, 2.0], start=1)]
+    run = earlier_run_of(tuning + _records([1.5, 1.2, 0.8, 0.6, 0.5]), 100.0, "old")
+    assert run.progress == (0.25, 0.5, 1.5, 2.5, 3.5, 4.5, 5.5)
+    assert earlier_run_of(tuning + _records([1.5, 1.2, 0.8, 0.6]), 100.0, "old") is None   # 4 training epochs
