@@ -268,8 +268,9 @@ class JobLoop:
             self._earlier = found.run
             if job.earlier_job != found.job.job_id:
                 self.store.update_job(self.run.job_id, earlier_job=found.job.job_id)
-                self._event("earlier_run", f"the ETA also asks {found.job.job_id} ({len(found.run.progress)} "
-                            f"training epochs, {found.job.status}): same model, data and optimizer")
+                trained = sum(e.phase == "training" for e in self.store.epochs(found.job.job_id))
+                self._event("earlier_run", f"the ETA also asks {found.job.job_id} ({trained} training epochs, "
+                            f"{found.job.status}): same model, data and optimizer")
 
     def _run(self) -> str:
         spec, coord = self.spec, self.run.coordinator
