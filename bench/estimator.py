@@ -181,21 +181,23 @@ def _earlier_summary(rows: list[dict]) -> dict:
     summary: dict = {"predictions": len(rows),
                      "earlier run weighted over half": float(np.mean([r["weight"] > 0.5 for r in rows]))}
     for method in ("alone", "with earlier run"):
-        errs = np.array([r[method] for r in rows])
-        named = [r[f"{method} covered"] for r in rows if math.isfinite(r[method])]
-        summary[method] = {"median": float(np.median(errs)), "p90": float(np.percentile(errs, 90, method="higher")),
-                           "unreachable": int(np.isinf(errs).sum()),
-                           "interval_coverage": float(np.mean(named)) if named else math.nan}
+        summary[method] = _stats([r[method] for r in rows], [r[f"{method} covered"] for r in rows])
     return summary
 
 
 def _errors(cases: list[dict], h: float) -> dict:
-    errs = np.array([c[f"err@{h:.0%}"] for c in cases], dtype=float)
-    return {"cases": int(errs.size), "median": float(np.median(errs)),
-            "p90": float(np.percentile(errs, 90, method="higher")), "unreachable": int(np.isinf(errs).sum()),
-            # of the predictions that name an epoch: an unreachable one has no interval to judge
-            "interval_coverage": float(np.mean([c[f"covered@{h:.0%}"] for c in cases
-                                                if c[f"pred@{h:.0%}"] is not None] or [math.nan]))}
+    return {"cases": len(cases), **_stats([c[f"err@{h:.0%}"] for c in cases],
+                                           [c[f"covered@{h:.0%}"] for c in cases])}
+
+
+def _stats(errors: list[float], covered: list[bool]) -> dict:
+    """Median, p90 and unreachable count of relative errors (inf: predicted unreachable), and how
+    often the interval held the true epoch among the predictions that name one (an unreachable
+    one has no interval to judge)."""
+    errs = np.array(errors, dtype=float)
+    named = [c for c, e in zip(covered, errs) if math.isfinite(e)]
+    return {"median": float(np.median(errs)), "p90": float(np.percentile(errs, 90, method="higher")),
+            "unreachable": int(np.isinf(errs).sum()), "interval_coverage": float(np.mean(named)) if named else math.nan}
 
 
 def spread_score(pred: int | None, seen: int, n_true: int) -> float:

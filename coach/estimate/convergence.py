@@ -158,21 +158,8 @@ class ConvergenceFit:
         chain = (self.noise, target, consecutive, limit, start, streak)
         point = _passage(np.array([(self.b0, self.b1, self.b2)]), *chain)[0]
         point = int(point) if math.isfinite(point) else None
-        passages = _passage(np.array(self.replicas).reshape(-1, 3), *chain)
-        lo = hi = None
         least = max(start, 0) + max(consecutive - max(streak, 0), 0)   # epochs the rule needs at least
-        if passages.size:
-            # "lower" picks an actual replica, so +inf never gets interpolated into NaN
-            p_lo, p_hi = np.percentile(passages, INTERVAL_PERCENTILES, method="lower")
-            lo = int(p_lo) if math.isfinite(p_lo) else None
-            hi = int(p_hi) if math.isfinite(p_hi) else None
-        if point is not None:
-            # the interval always contains the point estimate, and the extrapolation's error
-            early, late = extrapolation_interval(point, self.last_progress)
-            lo = max(min(point if lo is None else lo, point, early), min(least, point))
-            # past a given horizon (a job's: what max_epochs leaves) the job does not run: "maybe
-            # not"; the default horizon is only a guard against nonsense and cuts nothing here
-            hi = None if hi is None or (horizon is not None and late > limit) else max(hi, point, late)
+        # before the bootstrap: when the earlier run counts, its interval replaces the replicas'
         m = (mix(self.earlier, point, EXTRAPOLATION_SPREAD, self.last_progress, target, consecutive,
                  min(limit, MAX_PASSAGE_STEPS), start, streak)
              if self.earlier is not None and streak < consecutive else None)
@@ -186,6 +173,20 @@ class ConvergenceFit:
                 note=f"80% interval [{lo}, {'never' if hi is None else hi}]; {m.weight:.0%} from earlier "
                      f"run {self.earlier.run.label} (it alone: epoch {m.earlier_epoch}, this run's curve "
                      f"alone: {'never' if point is None else point})")
+        passages = _passage(np.array(self.replicas).reshape(-1, 3), *chain)
+        lo = hi = None
+        if passages.size:
+            # "lower" picks an actual replica, so +inf never gets interpolated into NaN
+            p_lo, p_hi = np.percentile(passages, INTERVAL_PERCENTILES, method="lower")
+            lo = int(p_lo) if math.isfinite(p_lo) else None
+            hi = int(p_hi) if math.isfinite(p_hi) else None
+        if point is not None:
+            # the interval always contains the point estimate, and the extrapolation's error
+            early, late = extrapolation_interval(point, self.last_progress)
+            lo = max(min(point if lo is None else lo, point, early), min(least, point))
+            # past a given horizon (a job's: what max_epochs leaves) the job does not run: "maybe
+            # not"; the default horizon is only a guard against nonsense and cuts nothing here
+            hi = None if hi is None or (horizon is not None and late > limit) else max(hi, point, late)
         if target <= self.b2:
             note = (f"target {target:g} is at or below the fitted asymptote {self.b2:.4g}: "
                     "the loss is not expected to get there")

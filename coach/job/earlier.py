@@ -17,6 +17,7 @@ from coach.state.store import Store
 class Earlier:
     job: JobRecord
     run: EarlierRun
+    trained: int   # its training epochs
 
 
 def find_earlier(store: Store, job: JobRecord, spec: Mapping[str, Any],
@@ -26,16 +27,18 @@ def find_earlier(store: Store, job: JobRecord, spec: Mapping[str, Any],
     (see `same_curve`) and with enough training epochs; None if there is none."""
     if job.earlier_job:
         try:
-            other = store.job(job.earlier_job)
+            return _earlier(store, store.job(job.earlier_job), samples_per_epoch)
         except StateError:   # deleted from the store since
             return None
-        run = earlier_run_of(store.epochs(other.job_id), samples_per_epoch, other.job_id)
-        return Earlier(other, run) if run is not None else None
     for other in reversed(store.jobs()):   # newest first
         if other.created_at >= job.created_at or other.job_id == job.job_id or other.status not in FINAL_STATUSES:
             continue
-        if same_curve(store.spec(other.job_id), spec):
-            run = earlier_run_of(store.epochs(other.job_id), samples_per_epoch, other.job_id)
-            if run is not None:
-                return Earlier(other, run)
+        if same_curve(store.spec(other.job_id), spec) and (found := _earlier(store, other, samples_per_epoch)):
+            return found
     return None
+
+
+def _earlier(store: Store, other: JobRecord, samples_per_epoch: float | None) -> Earlier | None:
+    epochs = store.epochs(other.job_id)
+    run = earlier_run_of(epochs, samples_per_epoch, other.job_id)
+    return None if run is None else Earlier(other, run, sum(e.phase == "training" for e in epochs))

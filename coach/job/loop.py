@@ -154,9 +154,9 @@ class JobLoop:
                           started_at=started, finished_at=time.time())
         self.store.record_epoch(rec)
         job = self.store.job(self.run.job_id)
-        self.store.update_job(self.run.job_id, spent=job.spent + cost, checkpoint=outcome.checkpoint)
-        if phase == "tuning":   # a training epoch's loss is shown with its ETA (`_update_eta`)
-            self.store.update_job(self.run.job_id, val_loss=outcome.val_loss, val_epoch=f"{phase} {epoch}")
+        # a training epoch's loss is stored with its ETA (`_update_eta`), a mini-epoch's here
+        shown = dict(val_loss=outcome.val_loss, val_epoch=f"{phase} {epoch}") if phase == "tuning" else {}
+        self.store.update_job(self.run.job_id, spent=job.spent + cost, checkpoint=outcome.checkpoint, **shown)
         self._prune_checkpoints(outcome.checkpoint)
         return rec
 
@@ -268,8 +268,7 @@ class JobLoop:
             self._earlier = found.run
             if job.earlier_job != found.job.job_id:
                 self.store.update_job(self.run.job_id, earlier_job=found.job.job_id)
-                trained = sum(e.phase == "training" for e in self.store.epochs(found.job.job_id))
-                self._event("earlier_run", f"the ETA also asks {found.job.job_id} ({trained} training epochs, "
+                self._event("earlier_run", f"the ETA also asks {found.job.job_id} ({found.trained} training epochs, "
                             f"{found.job.status}): same model, data and optimizer")
 
     def _run(self) -> str:
