@@ -77,35 +77,62 @@ def targets_for(epochs: np.ndarray, losses: np.ndarray, consecutive: int) -> lis
 
 
 def convergence_benchmark(consecutive: int) -> tuple[list[dict], dict]:
+    """Every case predicted three ways: from its own epochs alone (a configuration, model and
+    data never run before), and with the runs of the other configurations of the same model
+    and data (other learning rates and optimizers: a hyperparameter search) in the store —
+    whole, or each cut where it met its highest target (as a job stops there). The curve's
+    own configuration is never among them."""
+    from coach.estimate.convergence import prepare_earlier_run
+
+    curves = {path.stem: read_curve(path) for path in sorted((ROOT / "curves").glob("*.csv"))}
+    whole = {name: prepare_earlier_run(c.epochs, c.losses, name) for name, c in curves.items()}
+    cut = {name: prepare_earlier_run(c.epochs[:end], c.losses[:end], name)
+           for name, c in curves.items() if (end := _highest_target_end(c, consecutive)) >= 5}
     cases = []
-    for path in sorted((ROOT / "curves").glob("*.csv")):
-        curve = read_curve(path)   # the reader of `coach estimate`: checked, with its train_loss column
+    for name, curve in curves.items():   # the reader of `coach estimate`: checked, with its train_loss column
         epochs, losses = np.array(curve.epochs), np.array(curve.losses)
         train = None if curve.train_losses is None else np.array(curve.train_losses)
+        others = [m for m in curves if m != name and _model_and_data(m) == _model_and_data(name)]
         for target, n_true in targets_for(epochs, losses, consecutive):
-            case = {"curve": path.stem, "target": round(target, 6), "true_epoch": n_true}
+            case = {"curve": name, "target": round(target, 6), "true_epoch": n_true}
             for h in HORIZONS:
                 seen = max(MIN_SEEN, int(math.ceil(h * n_true)))
+                # the training losses of the same epochs, as the job loop passes them
+                args = (epochs[:seen], losses[:seen])
+                kwargs = {"train_losses": None if train is None else train[:seen]}
                 try:
-                    # the training losses of the same epochs, as the job loop passes them
-                    fit = fit_convergence(epochs[:seen], losses[:seen],
-                                          train_losses=None if train is None else train[:seen])
-                    p = fit.epochs_to_target(target, consecutive)
-                    pred, lo, hi = p.epoch, p.lo, p.hi
+                    fit = fit_convergence(*args, **kwargs, earlier=[whole[m] for m in others])
+                    fit_cut = fit_convergence(*args, **kwargs, bootstrap=0, earlier=[cut[m] for m in others if m in cut])
                 except EstimateError:
-                    pred = lo = hi = None
-                err = math.inf if pred is None else abs(pred - n_true) / n_true
-                case[f"pred@{h:.0%}"] = pred
-                case[f"err@{h:.0%}"] = err
-                case[f"covered@{h:.0%}"] = pred is not None and lo <= n_true <= (math.inf if hi is None else hi)
+                    fit = fit_cut = None
+                for suffix, f in (("", fit and dataclasses.replace(fit, earlier=None)), (" others", fit),
+                                  (" others cut", fit and dataclasses.replace(fit, earlier=fit_cut.earlier))):
+                    p = None if f is None else f.epochs_to_target(target, consecutive)
+                    pred = None if p is None else p.epoch
+                    case[f"pred@{h:.0%}{suffix}"] = pred
+                    case[f"err@{h:.0%}{suffix}"] = math.inf if pred is None else abs(pred - n_true) / n_true
+                    case[f"covered@{h:.0%}{suffix}"] = pred is not None and p.lo <= n_true <= (
+                        math.inf if p.hi is None else p.hi)
                 case[f"seen@{h:.0%}"] = seen
-                case[f"score@{h:.0%}"] = spread_score(pred, seen, n_true)
+                case[f"score@{h:.0%}"] = spread_score(case[f"pred@{h:.0%}"], seen, n_true)
             cases.append(case)
     groups = {"all": cases, "recorded here": [c for c in cases if not c["curve"].startswith("ext_")],
               "published (ext_*)": [c for c in cases if c["curve"].startswith("ext_")]}
-    summary = {f"{h:.0%}": {name: _errors(group, h) for name, group in groups.items() if group}
-               for h in HORIZONS}
+    summary = {f"{h:.0%}{suffix}": {name: _errors(group, f"{h:.0%}{suffix}") for name, group in groups.items() if group}
+               for suffix in ("", " others", " others cut") for h in HORIZONS}
     return cases, summary
+
+
+def _model_and_data(name: str) -> str:
+    """bench/curves/DATA_MODEL_optimizer_lr.csv; no two published ext_* curves share both."""
+    return name if name.startswith("ext_") else "_".join(name.split("_")[:2])
+
+
+def _highest_target_end(curve, consecutive: int) -> int:
+    """Where a recorded run would have stopped at its highest benchmark target (its whole length
+    if it has none)."""
+    targets = targets_for(np.array(curve.epochs), np.array(curve.losses), consecutive)
+    return max(targets, key=lambda t: t[0])[1] if targets else len(curve.epochs)
 
 
 def _seeds(name: str) -> dict[int, Path]:
@@ -126,7 +153,10 @@ def earlier_run_benchmark(consecutive: int) -> dict:
       met its highest benchmark target (a job that stopped early: beyond that, its curve is
       its own fit's forecast);
     - "another learning rate or optimizer": seed-2 runs with the seed-1 run of every other
-      configuration on the same data and model (a mismatch the mix must survive).
+      configuration on the same data and model, one at a time (a mismatch the mix must survive);
+    - "first run of a configuration, seeds 2 and 3": with the seed-1 runs of all the other
+      configurations on the same data and model at once, the closest one asked (as
+      `convergence_benchmark`'s "others", on other seeds).
 
     Targets, N and horizons as in `convergence_benchmark`; "alone" is the same prediction
     without the earlier run (`earlier=None`), on the same cases. No bootstrap: the combined
@@ -143,26 +173,29 @@ def earlier_run_benchmark(consecutive: int) -> dict:
         if targets:
             end = max(targets, key=lambda t: t[0])[1]   # the highest target's stop epoch
             earlier[(n, 1, "cut")] = prepare_earlier_run(c.epochs[:end], c.losses[:end], f"{n} seed 1 to {end}")
-    pairs = {"another seed, seeds 1 and 2": [((n, s), (n, 3 - s)) for n in names for s in (1, 2)
+    pairs = {"another seed, seeds 1 and 2": [((n, s), [(n, 3 - s)]) for n in names for s in (1, 2)
                                              if (n, 3 - s) in curves],
-             "another seed, seed 3 (held out)": [((n, 3), (n, o)) for n in names for o in (1, 2)
+             "another seed, seed 3 (held out)": [((n, 3), [(n, o)]) for n in names for o in (1, 2)
                                                  if (n, 3) in curves],
-             "earlier run stopped at a higher target": [((n, 2), (n, 1, "cut")) for n in names
+             "earlier run stopped at a higher target": [((n, 2), [(n, 1, "cut")]) for n in names
                                                         if (n, 1, "cut") in earlier and (n, 2) in curves],
              "another learning rate or optimizer": [
-                 ((n, 2), (m, 1)) for n in names for m in names
-                 if m != n and n.split("_")[:2] == m.split("_")[:2] and (n, 2) in curves]}
+                 ((n, 2), [(m, 1)]) for n in names for m in names
+                 if m != n and _model_and_data(n) == _model_and_data(m) and (n, 2) in curves],
+             "first run of a configuration, seeds 2 and 3": [
+                 ((n, s), [(m, 1) for m in names if m != n and _model_and_data(n) == _model_and_data(m)])
+                 for n in names for s in (2, 3) if (n, s) in curves]}
     out: dict = {}
     for scenario, among in pairs.items():
         rows = []
-        for new, old in among:
+        for new, olds in among:
             c = curves[new]
             epochs, losses = np.array(c.epochs), np.array(c.losses)
             train = None if c.train_losses is None else np.array(c.train_losses)
             for target, n_true in targets_for(epochs, losses, consecutive):
                 for h in HORIZONS:
                     seen = max(MIN_SEEN, int(math.ceil(h * n_true)))
-                    fit = fit_convergence(epochs[:seen], losses[:seen], bootstrap=0, earlier=earlier[old],
+                    fit = fit_convergence(epochs[:seen], losses[:seen], bootstrap=0, earlier=[earlier[o] for o in olds],
                                           train_losses=None if train is None else train[:seen])
                     row = {"horizon": f"{h:.0%}"}
                     for method, f in (("alone", dataclasses.replace(fit, earlier=None)), ("with earlier run", fit)):
@@ -185,9 +218,8 @@ def _earlier_summary(rows: list[dict]) -> dict:
     return summary
 
 
-def _errors(cases: list[dict], h: float) -> dict:
-    return {"cases": len(cases), **_stats([c[f"err@{h:.0%}"] for c in cases],
-                                           [c[f"covered@{h:.0%}"] for c in cases])}
+def _errors(cases: list[dict], key: str) -> dict:
+    return {"cases": len(cases), **_stats([c[f"err@{key}"] for c in cases], [c[f"covered@{key}"] for c in cases])}
 
 
 def _stats(errors: list[float], covered: list[bool]) -> dict:
@@ -283,9 +315,11 @@ def main() -> None:
     n_curves = len({c["curve"] for c in cases})
     print(f"convergence: {len(cases)} (curve, target) cases from {n_curves} curves, stop rule "
           f"{args.consecutive} in a row")
+    print("  (\"others\": with the runs of the other configurations of the same model and data, whole or cut "
+          "where each met its highest target)")
     for h, by_group in summary.items():
         for name, s in by_group.items():
-            print(f"  after {h:>3} of the epochs, {name:<17}: median relative error {s['median']:.1%}, "
+            print(f"  after {h:<14} {name:<17}: median relative error {s['median']:.1%}, "
                   f"p90 {s['p90']:.1%}, predicted unreachable {s['unreachable']}/{s['cases']}, "
                   f"80% interval holds the true epoch in {s['interval_coverage']:.0%}")
     print(f"  interval spread: shipped {calibration['shipped']:g}, recalibrated on these cases "

@@ -13,6 +13,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -85,18 +86,20 @@ def read_curve(path: Path) -> Curve:
 
 
 def predict_curve(curve: Curve, target: float, consecutive: int = 1,
-                  earlier: EarlierRun | None = None) -> EpochsPrediction:
-    """Fit the curve and predict its stop epoch, in the file's epoch numbering; with an
-    `earlier` run of the same configuration (see `earlier_of`) as a second opinion."""
+                  earlier: Sequence[EarlierRun] = ()) -> tuple[EpochsPrediction, str | None]:
+    """Fit the curve and predict its stop epoch, in the file's epoch numbering; with `earlier`
+    runs of the same model and data (see `earlier_of`) as a second opinion. Also returns the
+    label of the earlier run that counted, if one did."""
     from coach.estimate import EpochsPrediction, fit_convergence
 
     fit = fit_convergence([e + curve.offset for e in curve.epochs], curve.losses,
                           train_losses=curve.train_losses, earlier=earlier)
     pred = fit.epochs_to_target(target, consecutive)
     shift = (lambda e: None if e is None else int(round(e - curve.offset)))  # noqa: E731
+    used = fit.earlier.run.label if fit.earlier is not None and pred.earlier_weight > 0 else None
     return EpochsPrediction(epoch=shift(pred.epoch), lo=shift(pred.lo), hi=shift(pred.hi),
                             reachable=pred.reachable, asymptote=pred.asymptote, note=pred.note,
-                            earlier_weight=pred.earlier_weight)
+                            earlier_weight=pred.earlier_weight), used
 
 
 def earlier_of(path: Path) -> EarlierRun:
@@ -116,18 +119,20 @@ def estimate(
     consecutive: Annotated[int, typer.Option("--consecutive", min=1, max=1000,
                                              help="Epochs in a row at or below the target (Coach stops at 3).")] = 1,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-    earlier: Annotated[Path | None, typer.Option(
-        "--earlier", help="CSV of an earlier run of the same model, data and optimizer (e.g. another seed): "
-                          "a second opinion, weighted by how well it matches.")] = None,
+    earlier: Annotated[list[Path] | None, typer.Option(
+        "--earlier", help="CSV of an earlier run of the same model and data (another seed, learning rate or "
+                          "optimizer); repeat for several. The closest is a second opinion, weighted by how "
+                          "well it matches.")] = None,
 ) -> None:
     """Predict the epoch at which a loss curve first reaches TARGET, with an interval."""
     if not (math.isfinite(target) and target > 0):
         # as a job file's target_loss: losses are ≥ 0, so a target ≤ 0 can never be met
         raise SpecError("--target", "", f"must be a finite number > 0 (losses are ≥ 0), got {target:g}")
     data = read_curve(curve)
-    before = None if earlier is None else earlier_of(earlier)
+    earlier = earlier or []
+    before = [earlier_of(path) for path in earlier]
     try:
-        pred = predict_curve(data, target, consecutive, before)
+        pred, used = predict_curve(data, target, consecutive, before)
     except EstimateError as exc:
         raise SpecError(str(curve), "", str(exc)) from exc
     except (OverflowError, FloatingPointError, ValueError) as exc:   # e.g. losses near 1e308
@@ -135,7 +140,8 @@ def estimate(
     if json_out:
         out = {"epochs_to_target": pred.epoch, "interval": [pred.lo, pred.hi],
                "asymptote": round(pred.asymptote, 6), "reachable": pred.reachable}
-        if earlier is not None:
+        if earlier:
+            out["earlier_run"] = used
             out["earlier_run_weight"] = round(pred.earlier_weight, 3)
         typer.echo(json.dumps(out))
         return
@@ -147,8 +153,8 @@ def estimate(
     table.add_row("80% interval", f"[{_show(pred.lo)}, {_show(pred.hi, 'never')}]")
     table.add_row("asymptote b2", f"{pred.asymptote:.4g}")
     table.add_row("reachable", "yes" if pred.reachable else "no")
-    if earlier is not None:
-        table.add_row(f"weight of {earlier.name}", f"{pred.earlier_weight:.0%}")
+    if earlier:
+        table.add_row(f"weight of {used or 'earlier runs'}", f"{pred.earlier_weight:.0%}")
     Console().print(table)
     if not pred.reachable or pred.earlier_weight > 0:
         typer.echo(pred.note)

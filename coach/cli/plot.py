@@ -33,8 +33,8 @@ def plot(job_id: str = typer.Argument(...),
     if not epochs:
         raise CoachError(f"{job.job_id} has no recorded epochs yet; nothing to plot")
     spec = store.spec(job.job_id)
-    earlier = find_earlier(store, job, spec, None)   # the run the job's ETA asked, if any
-    fit, speed = fit_history(epochs, int(spec.get("batch_size", 64)), None, earlier=earlier and earlier.run)
+    earlier = [e.run for e in find_earlier(store, job, spec, None)]   # the runs the job's ETA asked
+    fit, speed = fit_history(epochs, int(spec.get("batch_size", 64)), None, earlier=earlier)
     try:
         path = plot_job(output, epochs, job.target_loss, fit, speed, consecutive=int(spec.get("consecutive", 3)),
                         title=f"{job.job_id} ({job.status})")

@@ -52,7 +52,7 @@ from scipy.optimize import least_squares
 from scipy.special import ndtr
 
 from coach.errors import EstimateError
-from coach.estimate.earlier_run import MIN_WEIGHT, EarlierRun, Warp, mix, smooth_run, warp
+from coach.estimate.earlier_run import MIN_WEIGHT, EarlierRun, Warp, best_warp, mix, smooth_run
 
 MIN_POINTS = 3
 """Fewest (progress, loss) points with distinct progress that can fit three coefficients."""
@@ -114,7 +114,7 @@ class EpochsPrediction:
     reachable: bool            # target > b2 and the crossing within the horizon, or an earlier run says when
     asymptote: float           # b2
     note: str = ""             # in words, why it is unreachable (or how sure we are)
-    earlier_weight: float = 0.0   # share of an earlier run of the same configuration in `epoch`
+    earlier_weight: float = 0.0   # share of an earlier run of the same model and data in `epoch`
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ class ConvergenceFit:
     residual_scale: float      # robust (MAD) scale of the residuals, loss units
     noise: float               # epoch-to-epoch noise of the loss: residual_scale corrected for the 3 fitted b
     replicas: tuple[tuple[float, float, float], ...] = ()   # bootstrap (b0, b1, b2)
-    earlier: Warp | None = None   # an earlier run of the same configuration laid over this one
+    earlier: Warp | None = None   # the earlier run of the same model and data that lies closest, laid over this one
 
     def predict(self, k: float | np.ndarray) -> float | np.ndarray:
         """Predicted loss after `k` epochs of progress."""
@@ -216,7 +216,7 @@ def extrapolation_interval(point: int, seen: float, spread: float = EXTRAPOLATIO
 
 
 def prepare_earlier_run(progress: Sequence[float], losses: Sequence[float], label: str = "") -> EarlierRun:
-    """An earlier run of the same configuration (its epochs' progress and validation losses),
+    """An earlier run of the same model and data (its epochs' progress and validation losses),
     prepared once, for `fit_convergence(..., earlier=)`; see coach.estimate.earlier_run.
 
     Raises EstimateError for bad values (also values too large to fit) or fewer than
@@ -235,7 +235,7 @@ def prepare_earlier_run(progress: Sequence[float], losses: Sequence[float], labe
 def fit_convergence(progress: Sequence[float], losses: Sequence[float],
                     bootstrap: int = BOOTSTRAP_REPLICAS,
                     train_losses: Sequence[float] | None = None,
-                    earlier: EarlierRun | None = None) -> ConvergenceFit:
+                    earlier: Sequence[EarlierRun] = ()) -> ConvergenceFit:
     """Fit l(k) = 1/(b0·k + b1) + b2 to validation losses observed at `progress` epochs.
 
     `train_losses` (optional): the training losses of the same epochs (Coach records the
@@ -247,9 +247,10 @@ def fit_convergence(progress: Sequence[float], losses: Sequence[float],
     of 15 "unreachable" answers into predictions (2 published cases after 20% of the
     epochs, 1 published and 1 recorded after 50%; errors 0–40%) and changed no other.
 
-    `earlier` (optional, from `prepare_earlier_run`): an earlier run of the same model, data and
-    optimizer. `epochs_to_target` then combines this fit's prediction with that run's curve
-    laid over these points, by how well each is expected to predict.
+    `earlier` (optional, each from `prepare_earlier_run`): earlier runs of the same model and
+    data. The one whose curve lies closest over these points is kept (`fit.earlier`), and
+    `epochs_to_target` combines this fit's prediction with it, by how well each is expected
+    to predict.
 
     Raises EstimateError when there are fewer than MIN_POINTS distinct progress values,
     or a progress/loss is negative, NaN or infinite (the model has b2 ≥ 0, so a negative
@@ -259,8 +260,8 @@ def fit_convergence(progress: Sequence[float], losses: Sequence[float],
     with warnings.catch_warnings():   # scipy's overflow warnings on extreme data: the result says it
         warnings.simplefilter("ignore", RuntimeWarning)
         fit = _fit_convergence(k, y, bootstrap, train)
-    if earlier is not None:
-        fit = dataclasses.replace(fit, earlier=warp(earlier, k, y, _weights(k)))
+    if earlier:
+        fit = dataclasses.replace(fit, earlier=best_warp(earlier, k, y, _weights(k)))
     return fit
 
 

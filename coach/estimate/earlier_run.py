@@ -1,30 +1,34 @@
-"""An earlier run of the same configuration as a second opinion on when a job will stop.
+"""Earlier runs of the same model and data as a second opinion on when a job will stop.
 
 A curve fitted to a job's first epochs says little about where its tail flattens (after 20%
-of the epochs, 37% median error on bench/curves). A job resubmitted with the same model,
-data and optimizer (another seed, target or budget) has its answer in the store: the earlier
-run's validation curve. Runs of one configuration differ mostly in pace, so the earlier
-curve is time-warped onto the new points — l_new(k) ≈ L(c·k), c fitted on the same recent
-points the convergence fit weighs — and the stop rule's passage on the warped curve is a
-second prediction. Both are combined in log epochs, each weighted by its precision:
+of the epochs, 37% median error on bench/curves). A job resubmitted with the same model and
+data — another seed, target or budget, or another learning rate or optimizer, as in a
+hyperparameter search — has a close answer in the store: an earlier run's validation curve.
+Runs of one model on one dataset differ mostly in pace, so each earlier curve is time-warped
+onto the new points — l_new(k) ≈ L(c·k), c fitted on the same recent points the convergence
+fit weighs — and the one that lies closest (least relative misfit, `best_warp`) gives a
+second prediction: the stop rule's passage on the warped curve. Both are combined in log
+epochs, each weighted by its precision:
 
 * the fit's own spread (`EXTRAPOLATION_SPREAD` read as a log standard deviation), which
   grows with how far it extrapolates;
 * the earlier run's: a base spread `SEED_SPREAD` between runs, plus how far the passage
-  moves if the warped curve is off by the relative misfit δ of the recent points, plus the
-  same extrapolation spread as the fit's when the passage lies past the earlier run's last
-  epoch (there its curve is its own fit's forecast, not data).
+  moves if the warped curve is off by its misfit δ, plus the same extrapolation spread as
+  the fit's when the passage lies past the earlier run's last epoch (there its curve is its
+  own fit's forecast, not data).
 
-So an earlier run that matches gets most of the weight, one that does not (another learning
-rate, a different floor) little or none, and one that needs c at an end of `TIME_SCALES` none
-at all. A MAP fit of (b0, b1, b2) pulled toward the earlier run's coefficients was measured
-and is worse: a head fit and a tail fit of that family are different curves, so the prior
-fights the data. Figures in docs/estimation.md ("An earlier run of the same job").
+So an earlier run that matches gets most of the weight, one that does not (a different
+floor) little or none, and one that needs c at an end of `TIME_SCALES` none at all. A MAP
+fit of (b0, b1, b2) pulled toward the earlier run's coefficients was measured and is worse:
+a head fit and a tail fit of that family are different curves, so the prior fights the data.
+Runs of other models or other data were measured too and match worse than the fit alone.
+Figures in docs/estimation.md ("Earlier runs of the same model and data").
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -95,11 +99,16 @@ def smooth_run(label: str, k: np.ndarray, y: np.ndarray, tail: tuple[float, floa
 
 @dataclass(frozen=True)
 class Warp:
-    """An earlier run laid over a new one: pace `c` and relative misfit `delta` of the recent points."""
+    """An earlier run laid over a new one: pace `c` and RMS relative misfit of the recent points."""
 
     run: EarlierRun
     c: float
-    delta: float
+    misfit: float
+
+    @property
+    def delta(self) -> float:
+        """The relative level error the prediction allows for: the misfit, at least MIN_MISFIT."""
+        return max(MIN_MISFIT, self.misfit)
 
 
 def warp(run: EarlierRun, k: np.ndarray, y: np.ndarray, weights: np.ndarray) -> Warp | None:
@@ -112,7 +121,15 @@ def warp(run: EarlierRun, k: np.ndarray, y: np.ndarray, weights: np.ndarray) -> 
     c = float(TIME_SCALES[i])
     recent = weights >= 0.5
     ratio = np.maximum(y[recent], 1e-12) / np.maximum(run.level(c * k[recent]), 1e-12)
-    return Warp(run, c, max(MIN_MISFIT, float(np.sqrt(np.mean(np.log(ratio) ** 2)))))
+    return Warp(run, c, float(np.sqrt(np.mean(np.log(ratio) ** 2))))
+
+
+def best_warp(runs: Sequence[EarlierRun], k: np.ndarray, y: np.ndarray, weights: np.ndarray) -> Warp | None:
+    """The run that lies closest over the points (least misfit; the first of equals), warped;
+    None when none matches. Chosen anew at every fit: which of several runs of the same model
+    matches can change as a run's curve unfolds."""
+    return min((w for run in runs if (w := warp(run, k, y, weights)) is not None),
+               key=lambda w: w.misfit, default=None)
 
 
 def passage(levels: np.ndarray, sigma: float, target: float, consecutive: int, start: int = 0,

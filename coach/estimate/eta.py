@@ -28,7 +28,7 @@ class Eta:
     seconds_hi: float | None
     reachable: bool            # target above the fitted asymptote, or an earlier run says when
     asymptote: float           # b2
-    earlier_weight: float = 0.0   # share of an earlier run of the same configuration in the epochs
+    earlier_weight: float = 0.0   # share of an earlier run of the same model and data in the epochs
 
 
 def eta(fit: ConvergenceFit, target: float, consecutive: int, epochs_done: float,

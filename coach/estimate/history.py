@@ -1,6 +1,6 @@
 """Fit a job's models from its recorded epochs: the one place that turns history into fits,
-shared by the job loop (planning, ETA) and `coach plot`; and which earlier job's curve can
-stand in as a second opinion (same model, data and optimisation)."""
+shared by the job loop (planning, ETA) and `coach plot`; and which earlier jobs' curves can
+stand in as a second opinion (same model and data)."""
 
 from __future__ import annotations
 
@@ -20,18 +20,24 @@ LOOP_BOOTSTRAP = 30
 between two epochs; 30 give a usable 10–90% interval at a third of the default's cost."""
 
 
-SAME_CURVE_FIELDS = ("dataset", "batch_size", "optimizer", "learning_rate", "momentum", "weight_decay")
-"""With the model, what decides a job's loss per epoch up to its seed: not the target, budget,
-allocation or (w, s) — the batch is global, split across the workers."""
+SAME_CURVE_FIELDS = ("batch_size", "optimizer", "learning_rate", "momentum", "weight_decay")
+"""With the model and data, what decides a job's loss per epoch up to its seed: not the target,
+budget, allocation or (w, s) — the batch is global, split across the workers."""
 
 
-def same_curve(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    """Whether two jobs (their specs as stored) train the same loss curve up to the seed; a
-    model file counts by its text, not its path."""
+def same_model(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two jobs (their specs as stored) train the same model on the same data, so one's
+    curve is the other's at another pace; a model file counts by its text, not its path."""
     def model(spec: Mapping[str, Any]) -> Any:
         m = spec.get("model") or {}
         return m.get("source", m.get("name"))
-    return model(a) == model(b) and all(a.get(f) == b.get(f) for f in SAME_CURVE_FIELDS)
+    return model(a) == model(b) and a.get("dataset") == b.get("dataset")
+
+
+def same_curve(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two jobs train the same loss curve up to the seed: the same model and data, and
+    the same batch and optimizer settings."""
+    return same_model(a, b) and all(a.get(f) == b.get(f) for f in SAME_CURVE_FIELDS)
 
 
 def earlier_run_of(epochs: Sequence[EpochRecord], samples_per_epoch: float | None,
@@ -52,11 +58,11 @@ def earlier_run_of(epochs: Sequence[EpochRecord], samples_per_epoch: float | Non
 
 def fit_history(epochs: Sequence[EpochRecord], global_batch: int, samples_per_epoch: float | None,
                 bootstrap: int = LOOP_BOOTSTRAP,
-                earlier: EarlierRun | None = None) -> tuple[ConvergenceFit | None, SpeedModel | None]:
+                earlier: Sequence[EarlierRun] = ()) -> tuple[ConvergenceFit | None, SpeedModel | None]:
     """(convergence fit, speed model), each None while there is too little to fit.
 
     `samples_per_epoch` None: taken from the recorded training epochs (see progress_of).
-    `earlier`: an earlier run of the same configuration, for the fit's second opinion.
+    `earlier`: earlier runs of the same model and data, for the fit's second opinion.
     """
     try:
         fit = fit_convergence(progress_of(epochs, samples_per_epoch), [e.val_loss for e in epochs],

@@ -1,5 +1,5 @@
-"""Which earlier job's curve a job asks for a second opinion on when it will stop: the one
-place that decides, so the job loop's ETA and `coach plot` use the same run."""
+"""Which earlier jobs' curves a job asks for a second opinion on when it will stop: the one
+place that decides, so the job loop's ETA and `coach plot` use the same runs."""
 
 from __future__ import annotations
 
@@ -8,9 +8,12 @@ from typing import Any, Mapping
 
 from coach.errors import StateError
 from coach.estimate.earlier_run import EarlierRun
-from coach.estimate.history import earlier_run_of, same_curve
+from coach.estimate.history import earlier_run_of, same_curve, same_model
 from coach.state.records import FINAL_STATUSES, JobRecord
 from coach.state.store import Store
+
+MAX_EARLIER = 8
+"""Configurations asked at most (the newest): each costs a time warp at every fit, ~12 ms."""
 
 
 @dataclass(frozen=True)
@@ -18,27 +21,49 @@ class Earlier:
     job: JobRecord
     run: EarlierRun
     trained: int   # its training epochs
+    same: bool     # the same configuration (see `same_curve`), not only the same model and data
 
 
 def find_earlier(store: Store, job: JobRecord, spec: Mapping[str, Any],
-                 samples_per_epoch: float | None) -> Earlier | None:
-    """The job's earlier run: the one recorded for it (`job.earlier_job`, chosen when it first
-    started), else the newest job submitted before it, finished, of the same configuration
-    (see `same_curve`) and with enough training epochs; None if there is none."""
+                 samples_per_epoch: float | None) -> list[Earlier]:
+    """The job's earlier runs: those recorded for it (`job.earlier_job`, chosen when it first
+    started), else of every configuration of the same model and data (see `same_model`) the
+    newest job submitted before it, finished and with enough training epochs — at most
+    MAX_EARLIER configurations, newest first. Which one lies closest is decided at every fit."""
     if job.earlier_job:
-        try:
-            return _earlier(store, store.job(job.earlier_job), samples_per_epoch)
-        except StateError:   # deleted from the store since
-            return None
+        found = []
+        for job_id in job.earlier_job.split(","):
+            try:
+                other = store.job(job_id)
+            except StateError:   # deleted from the store since
+                continue
+            if e := _earlier(store, other, store.spec(job_id), spec, samples_per_epoch):
+                found.append(e)
+        return found
+    found, specs = [], []
     for other in reversed(store.jobs()):   # newest first
         if other.created_at >= job.created_at or other.job_id == job.job_id or other.status not in FINAL_STATUSES:
             continue
-        if same_curve(store.spec(other.job_id), spec) and (found := _earlier(store, other, samples_per_epoch)):
-            return found
-    return None
+        other_spec = store.spec(other.job_id)
+        if not same_model(other_spec, spec) or any(same_curve(other_spec, s) for s in specs):
+            continue   # another model or data, or a configuration already asked (a newer run of it)
+        if e := _earlier(store, other, other_spec, spec, samples_per_epoch):
+            found.append(e)
+            specs.append(other_spec)
+            if len(found) == MAX_EARLIER:
+                break
+    return found
 
 
-def _earlier(store: Store, other: JobRecord, samples_per_epoch: float | None) -> Earlier | None:
+def describe(found: list[Earlier]) -> str:
+    """The runs asked, in words, for the job's `earlier_run` event."""
+    return ", ".join(f"{e.job.job_id} ({e.trained} training epochs, {e.job.status}; "
+                     f"{'same configuration' if e.same else 'other batch or optimizer settings'})" for e in found)
+
+
+def _earlier(store: Store, other: JobRecord, other_spec: Mapping[str, Any], spec: Mapping[str, Any],
+             samples_per_epoch: float | None) -> Earlier | None:
     epochs = store.epochs(other.job_id)
     run = earlier_run_of(epochs, samples_per_epoch, other.job_id)
-    return None if run is None else Earlier(other, run, sum(e.phase == "training" for e in epochs))
+    return None if run is None else Earlier(other, run, sum(e.phase == "training" for e in epochs),
+                                            same_curve(other_spec, spec))

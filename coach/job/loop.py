@@ -22,12 +22,12 @@ from typing import Any
 from coach.backends.base import Backend
 from coach.data import load_dataset
 from coach.errors import CoachError, Diverged, EpochFailed, SpecError
-from coach.estimate import Eta, epoch_budget, eta, measured_cost
+from coach.estimate import EarlierRun, Eta, epoch_budget, eta, measured_cost
 from coach.estimate.history import fit_history
 from coach.estimate.progress import progress_of
 from coach.estimate.cost import epoch_cost
 from coach.job.coordinator import Coordinator
-from coach.job.earlier import find_earlier
+from coach.job.earlier import describe, find_earlier
 from coach.job.epoch import EpochOutcome, EpochPlan, EpochRunner
 from coach.plan import JobDemand
 from coach.spec import JobSpec
@@ -110,7 +110,7 @@ class JobLoop:
                             f"{self.spec.batch_size} is more than the {self.n_train} training samples of "
                             f"{self.spec.dataset['name']}: every epoch would be a single step")
         self._fit_cache: tuple | None = None
-        self._earlier = None   # an earlier run of the same configuration, found when the job starts
+        self._earlier: list[EarlierRun] = []   # earlier runs of the same model and data, found when the job starts
         self._eta: tuple | None = None   # (records it was computed from, Eta | None)
 
     # -- helpers ---------------------------------------------------------------------------
@@ -215,7 +215,7 @@ class JobLoop:
         info = {"epochs_left": e.epochs_left, "lo": e.lo, "hi": e.hi, "seconds": e.seconds,
                 "seconds_lo": e.seconds_lo, "seconds_hi": e.seconds_hi, "reachable": e.reachable,
                 "asymptote": e.asymptote, "at": time.time(),
-                "earlier": self._earlier.label if e.earlier_weight > 0 else None,
+                "earlier": fit.earlier.run.label if e.earlier_weight > 0 else None,
                 "earlier_weight": round(e.earlier_weight, 3)}
         return e, info
 
@@ -260,16 +260,16 @@ class JobLoop:
         return self.spec.budget - self.store.job(self.run.job_id).spent
 
     def _find_earlier(self) -> None:
-        """An earlier run of the same configuration: the ETA's second opinion. Chosen once, when
-        the job first starts (a resumed job keeps it, and `coach plot` reads it)."""
+        """Earlier runs of the same model and data: the ETA's second opinion. Chosen once, when
+        the job first starts (a resumed job keeps them, and `coach plot` reads them)."""
         job = self.store.job(self.run.job_id)
         found = find_earlier(self.store, job, asdict(self.spec), self.n_train)
-        if found is not None:
-            self._earlier = found.run
-            if job.earlier_job != found.job.job_id:
-                self.store.update_job(self.run.job_id, earlier_job=found.job.job_id)
-                self._event("earlier_run", f"the ETA also asks {found.job.job_id} ({found.trained} training epochs, "
-                            f"{found.job.status}): same model, data and optimizer")
+        self._earlier = [e.run for e in found]
+        ids = ",".join(e.job.job_id for e in found)
+        if found and job.earlier_job != ids:
+            self.store.update_job(self.run.job_id, earlier_job=ids)
+            self._event("earlier_run", f"the ETA also asks {'the closest of ' if len(found) > 1 else ''}"
+                                       f"{describe(found)}")
 
     def _run(self) -> str:
         spec, coord = self.spec, self.run.coordinator

@@ -5,7 +5,7 @@ Three panels, left to right:
 1. validation loss per epoch (tuning mini-epochs at their fractional progress), the
    fitted curve l(k) = 1/(b0·k + b1) + b2, the target, and the predicted epoch at which
    the stop rule is met with its 80% interval (or "unreachable" and the asymptote); and
-   the earlier run of the same configuration the prediction asked, at the new run's pace;
+   the earlier run of the same model and data the prediction asked (the closest one), at the new run's pace;
 2. workers and servers per epoch;
 3. the fitted speed surface f(w, s) in samples/s as a heatmap, with the measured
    configurations marked.

@@ -204,7 +204,7 @@ def test_a_small_cifar10_folder_refuses_a_batch_larger_than_it(tmp_path: Path, c
     assert _history(rec["job_id"]) == []
 
 
-def test_a_resubmitted_configuration_asks_its_earlier_run(tmp_path: Path, coach_home: Path) -> None:
+def test_a_resubmitted_model_asks_its_earlier_runs(tmp_path: Path, coach_home: Path) -> None:
     job = dict(FAST_JOB, target_loss=0.1, allocation="static", workers=1, servers=1)   # ~9 epochs, no tuning
     first = json.loads(run_coach("submit", str(write_job(tmp_path / "a.yaml", name="a", **job)), "--json",
                                  check=True).stdout)[0]["job_id"]
@@ -218,5 +218,8 @@ def test_a_resubmitted_configuration_asks_its_earlier_run(tmp_path: Path, coach_
         return [e["message"] for e in events if e["kind"] == "earlier_run"]
 
     [message] = earlier_events(again)   # another seed: same curve up to its seed
-    assert message.startswith(f"the ETA also asks {first} (")
-    assert earlier_events(other) == []   # another learning rate: another curve
+    assert message.startswith(f"the ETA also asks {first} (") and "; same configuration)" in message
+    [message] = earlier_events(other)   # another learning rate: the newest run of the configuration a and b share
+    second = json.loads(again.stdout)[0]["job_id"]
+    assert message.startswith(f"the ETA also asks {second} (") and "; other batch or optimizer settings)" in message
+    assert first not in message

@@ -210,6 +210,24 @@ def test_an_earlier_run_of_the_same_configuration_sharpens_an_early_prediction(t
     assert both["interval"][0] <= 31 <= both["interval"][1]
 
 
+def test_runs_of_other_optimizers_on_the_same_model_and_data_sharpen_a_first_run(tmp_path):
+    # the recorded digits MLP with SGD at 0.003: 3 epochs in a row at or below 0.87 first at epoch 40
+    path = CURVES / "digits_mlp_sgd_lr0.003.csv"
+    losses = [float(line.split(",")[1]) for line in path.read_text().splitlines()[1:]]
+    n_true = next(j for j in range(3, len(losses) + 1) if max(losses[j - 3:j]) <= 0.87)
+    assert n_true == 40
+    first8 = tmp_path / "first8.csv"
+    first8.write_text("\n".join(path.read_text().splitlines()[:9]) + "\n")   # header + epochs 1–8: 20%
+    args = (str(first8), "--target", "0.87", "--consecutive", "3")
+    alone = run(*args)
+    others = [CURVES / f"digits_mlp_{c}.csv" for c in ("sgd_lr0.01", "adam_lr1e-4", "rmsprop_lr1e-4")]
+    both = run(*args, *(a for p in others for a in ("--earlier", str(p))))
+    assert abs(alone["epochs_to_target"] - n_true) > 0.5 * n_true
+    assert both["earlier_run"] == "digits_mlp_rmsprop_lr1e-4.csv" and both["earlier_run_weight"] > 0.5
+    assert abs(both["epochs_to_target"] - n_true) <= 0.2 * n_true
+    assert both["interval"][0] <= n_true <= both["interval"][1]
+
+
 def test_an_unusable_earlier_run_is_named(tmp_path):
     k = np.arange(1, 11, dtype=float)
     path = write_curve(tmp_path, k, 1 / (0.5 * k + 1) + 0.1)

@@ -1,4 +1,4 @@
-"""An earlier run of the same configuration as a second opinion on the stop epoch."""
+"""Earlier runs of the same model and data as a second opinion on the stop epoch."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from coach.errors import EstimateError
 from coach.estimate import fit_convergence, prepare_earlier_run
 from coach.estimate.earlier_run import passage
-from coach.estimate.history import same_curve
+from coach.estimate.history import same_curve, same_model
 
 TARGET = 0.2
 
@@ -41,7 +41,7 @@ def runs():
 def test_a_matching_earlier_run_finds_the_pace_and_carries_the_prediction(runs, share):
     k, new, earlier, pace, n_true = runs
     seen = max(3, int(np.ceil(share * n_true)))
-    fit = fit_convergence(k[:seen], new[:seen], earlier=earlier)
+    fit = fit_convergence(k[:seen], new[:seen], earlier=[earlier])
     pred = fit.epochs_to_target(TARGET, consecutive=3)
     alone = fit_convergence(k[:seen], new[:seen]).epochs_to_target(TARGET, consecutive=3)
     assert fit.earlier.c == pytest.approx(pace, rel=0.03)
@@ -57,7 +57,7 @@ def test_an_earlier_run_that_does_not_match_is_ignored(runs):
     k, new, _, _, n_true = runs
     flat = prepare_earlier_run(k, np.full(k.size, 1.0) + np.random.default_rng(4).normal(0, 0.004, k.size), "stuck")
     seen = int(np.ceil(0.5 * n_true))
-    with_flat = fit_convergence(k[:seen], new[:seen], earlier=flat).epochs_to_target(TARGET, consecutive=3)
+    with_flat = fit_convergence(k[:seen], new[:seen], earlier=[flat]).epochs_to_target(TARGET, consecutive=3)
     alone = fit_convergence(k[:seen], new[:seen]).epochs_to_target(TARGET, consecutive=3)
     assert with_flat.earlier_weight == 0.0
     assert (with_flat.epoch, with_flat.lo, with_flat.hi) == (alone.epoch, alone.lo, alone.hi)
@@ -66,7 +66,7 @@ def test_an_earlier_run_that_does_not_match_is_ignored(runs):
 def test_an_earlier_run_that_never_got_as_low_gets_no_weight(runs):
     k, new, earlier, _, n_true = runs
     seen = int(np.ceil(0.5 * n_true))
-    pred = fit_convergence(k[:seen], new[:seen], earlier=earlier).epochs_to_target(0.05, consecutive=3)
+    pred = fit_convergence(k[:seen], new[:seen], earlier=[earlier]).epochs_to_target(0.05, consecutive=3)
     assert pred.earlier_weight == 0.0   # below its floor of 0.1: it says nothing about when
 
 
@@ -115,6 +115,31 @@ def test_which_jobs_train_the_same_curve(change, same):
     assert same_curve(BASE, {**BASE, **change}) is same
 
 
+@pytest.mark.parametrize(
+    ("change", "same"),
+    [
+        pytest.param({"seed": 3, "learning_rate": 0.01, "batch_size": 32, "optimizer": "adam", "momentum": 0.0,
+                      "weight_decay": 1e-4}, True, id="batch-and-optimizer-settings-do-not-matter"),
+        pytest.param({"dataset": {"name": "digits"}}, False, id="data"),
+        pytest.param({"dataset": {"name": "mnist-5k", "path": "/other"}}, False, id="data-options"),
+        pytest.param({"model": {"name": "mlp"}}, False, id="model"),
+    ],
+)
+def test_which_jobs_train_the_same_model_on_the_same_data(change, same):
+    assert same_model(BASE, {**BASE, **change}) is same
+
+
+def test_the_closest_of_several_earlier_runs_is_asked(runs):
+    k, new, earlier, pace, n_true = runs
+    flat = prepare_earlier_run(k, np.full(k.size, 1.0) + np.random.default_rng(4).normal(0, 0.004, k.size), "stuck")
+    other = prepare_earlier_run(k, 0.8 * shape(k) + 0.06, "other-floor")
+    seen = int(0.3 * n_true)
+    for order in ([flat, other, earlier], [earlier, other, flat]):
+        fit = fit_convergence(k[:seen], new[:seen], earlier=order)
+        assert fit.earlier.run.label == "earlier-job"
+        assert fit.epochs_to_target(TARGET, 3) == fit_convergence(k[:seen], new[:seen], earlier=[earlier]).epochs_to_target(TARGET, 3)
+
+
 def test_a_model_file_counts_by_its_text_not_its_path():
     a = {**BASE, "model": {"file": "/a/net.py", "source": "def build(): ..."}}
     assert same_curve(a, {**BASE, "model": {"file": "/b/net.py", "source": "def build(): ..."}})
@@ -151,8 +176,8 @@ def test_an_earlier_run_cut_before_the_target_counts_less(runs):
     k, new, earlier, _, n_true = runs
     cut = prepare_earlier_run(earlier.progress[:12], np.asarray(earlier.smooth[:12]), "cut")
     seen = max(3, int(np.ceil(0.2 * n_true)))
-    full = fit_convergence(k[:seen], new[:seen], earlier=earlier).epochs_to_target(TARGET, consecutive=3)
-    short = fit_convergence(k[:seen], new[:seen], earlier=cut).epochs_to_target(TARGET, consecutive=3)
+    full = fit_convergence(k[:seen], new[:seen], earlier=[earlier]).epochs_to_target(TARGET, consecutive=3)
+    short = fit_convergence(k[:seen], new[:seen], earlier=[cut]).epochs_to_target(TARGET, consecutive=3)
     assert 0 < short.earlier_weight < full.earlier_weight
 
 
@@ -160,15 +185,15 @@ def test_a_different_floor_weighs_less_than_a_match(runs):
     k, new, earlier, pace, n_true = runs
     other = prepare_earlier_run(k, 0.8 * shape(k) + 0.06, "other-floor")   # same pace, 20% lower curve
     seen = int(np.ceil(0.5 * n_true))
-    match = fit_convergence(k[:seen], new[:seen], earlier=earlier).epochs_to_target(TARGET, consecutive=3)
-    differ = fit_convergence(k[:seen], new[:seen], earlier=other).epochs_to_target(TARGET, consecutive=3)
+    match = fit_convergence(k[:seen], new[:seen], earlier=[earlier]).epochs_to_target(TARGET, consecutive=3)
+    differ = fit_convergence(k[:seen], new[:seen], earlier=[other]).epochs_to_target(TARGET, consecutive=3)
     assert differ.earlier_weight < match.earlier_weight
 
 
 def test_when_this_run_alone_says_never_the_interval_stays_open(runs):
     k, _, earlier, pace, _ = runs
     high = 0.15 + shape(pace * k[:25]) + np.random.default_rng(5).normal(0, 0.004, 25)   # floor 0.25 > 0.2
-    fit = fit_convergence(k[:25], high, earlier=earlier)
+    fit = fit_convergence(k[:25], high, earlier=[earlier])
     alone = fit_convergence(k[:25], high).epochs_to_target(TARGET, consecutive=3)
     pred = fit.epochs_to_target(TARGET, consecutive=3)
     assert alone.epoch is None and pred.earlier_weight > 0
@@ -177,7 +202,7 @@ def test_when_this_run_alone_says_never_the_interval_stays_open(runs):
 
 def test_a_met_stop_rule_needs_no_second_opinion(runs):
     k, new, earlier, _, _ = runs
-    fit = fit_convergence(k[:30], new[:30], earlier=earlier)
+    fit = fit_convergence(k[:30], new[:30], earlier=[earlier])
     for start in (0, 30):   # start 0 once took log(0)
         pred = fit.epochs_to_target(0.9, consecutive=3, start=start, streak=3)
         assert (pred.epoch, pred.earlier_weight) == (start, 0.0)

@@ -1,5 +1,6 @@
-"""Which earlier job a job asks about its stop epoch: the newest one submitted before it, finished, of the
-same configuration, with enough epochs — the same answer for the job loop and `coach plot`."""
+"""Which earlier jobs a job asks about its stop epoch: of every configuration of the same model and data,
+the newest one submitted before it, finished, with enough epochs — the same answer for the job loop and
+`coach plot`."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from coach.job.earlier import find_earlier
+from coach.job.earlier import MAX_EARLIER, describe, find_earlier
 from coach.state.records import EpochRecord
 from coach.state.store import Store
 
@@ -28,14 +29,19 @@ def add(store: Store, job_id: str, status: str, spec: dict | None = None, epochs
 @pytest.mark.parametrize(
     ("before", "after", "found"),
     [
-        pytest.param([("a", "succeeded", None, 7)], [], "a", id="one-finished"),
-        pytest.param([("a", "succeeded", None, 7), ("b", "max_epochs", None, 7)], [], "b", id="newest-wins"),
-        pytest.param([("a", "succeeded", None, 7), ("b", "succeeded", {"learning_rate": 0.01}, 7)], [], "a",
-                     id="other-configuration-skipped"),
-        pytest.param([("a", "succeeded", None, 7), ("b", "succeeded", None, 4)], [], "a", id="too-short-skipped"),
-        pytest.param([("a", "succeeded", None, 7)], [("z", "succeeded", None, 7)], "a",
+        pytest.param([("a", "succeeded", None, 7)], [], ["a"], id="one-finished"),
+        pytest.param([("a", "succeeded", None, 7), ("b", "max_epochs", None, 7)], [], ["b"],
+                     id="newest-of-a-configuration-wins"),
+        pytest.param([("a", "succeeded", None, 7), ("b", "succeeded", {"learning_rate": 0.01}, 7)], [], ["b", "a"],
+                     id="other-learning-rate-counts-too"),
+        pytest.param([("a", "succeeded", {"optimizer": "adam"}, 7), ("b", "succeeded", {"batch_size": 64}, 7)], [],
+                     ["b", "a"], id="other-optimizer-and-batch-count-too"),
+        pytest.param([("a", "succeeded", {"dataset": {"name": "mnist"}}, 7),
+                      ("b", "succeeded", {"model": {"name": "lenet"}}, 7)], [], [], id="other-data-or-model-never"),
+        pytest.param([("a", "succeeded", None, 7), ("b", "succeeded", None, 4)], [], ["a"], id="too-short-skipped"),
+        pytest.param([("a", "succeeded", None, 7)], [("z", "succeeded", None, 7)], ["a"],
                      id="submitted-later-never-counts"),
-        pytest.param([], [("z", "succeeded", None, 7)], None, id="none-before"),
+        pytest.param([], [("z", "succeeded", None, 7)], [], id="none-before"),
     ],
 )
 def test_find_earlier(tmp_path: Path, before, after, found) -> None:
@@ -47,7 +53,18 @@ def test_find_earlier(tmp_path: Path, before, after, found) -> None:
     for job_id, status, spec, n in after:
         add(store, job_id, status, spec, n)
     result = find_earlier(store, store.job("me"), SPEC, None)
-    assert (result.job.job_id if result else None) == found
+    assert [e.job.job_id for e in result] == found
+    assert [e.same for e in result] == [store.spec(j) == SPEC for j in found]
+
+
+def test_at_most_max_earlier_configurations_newest_first(tmp_path: Path) -> None:
+    store = Store(tmp_path / "coach.db")
+    for i in range(MAX_EARLIER + 2):
+        add(store, f"j{i}", "succeeded", {"learning_rate": 0.01 * (i + 1)})
+    store.create_job("me", "me", "me.yaml", SPEC, 0.1, 1.0)
+    found = find_earlier(store, store.job("me"), SPEC, None)
+    assert [e.job.job_id for e in found] == [f"j{i}" for i in range(MAX_EARLIER + 1, 1, -1)]
+    assert "j9 (7 training epochs, succeeded; other batch or optimizer settings)" in describe(found)
 
 
 def test_the_earlier_run_chosen_when_the_job_started_stays_chosen(tmp_path: Path) -> None:
@@ -56,4 +73,6 @@ def test_the_earlier_run_chosen_when_the_job_started_stays_chosen(tmp_path: Path
     add(store, "b", "succeeded")
     store.create_job("me", "me", "me.yaml", SPEC, 0.1, 1.0)
     store.update_job("me", earlier_job="a")   # chosen when "b" was still running, say
-    assert find_earlier(store, store.job("me"), SPEC, None).job.job_id == "a"
+    assert [e.job.job_id for e in find_earlier(store, store.job("me"), SPEC, None)] == ["a"]
+    store.update_job("me", earlier_job="b,gone,a")   # a job deleted since is skipped
+    assert [e.job.job_id for e in find_earlier(store, store.job("me"), SPEC, None)] == ["b", "a"]
