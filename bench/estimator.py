@@ -12,7 +12,11 @@ N (it is given the validation losses and, as in the job loop, the training losse
 same epochs where the file has a `train_loss` column); the relative error is
 |predicted − N| / N, and an "unreachable" prediction counts as an infinite error (it is a
 miss). Printed: median and 90th percentile per horizon, over
-all curves and separately for the curves recorded here and the published ones (ext_*).
+all curves and separately for the curves recorded here and the published ones (ext_*); each
+alone, and with the runs of the other configurations of the curve's model and data as
+earlier runs ("others": whole, or cut where each met its highest target; never its own).
+Earlier runs of the same configuration and of others on other seeds: bench/curves/repeats,
+see `earlier_run_benchmark`.
 
 Speed: bench/speed/*.csv (`workers,servers,samples_per_s,global_batch`, one file per
 job/machine) — each configuration is held out in turn, the model is fitted on the rest
@@ -45,6 +49,7 @@ from coach.estimate import (  # noqa: E402
     fit_convergence,
     fit_speed,
 )
+from coach.estimate.earlier_run import MIN_EPOCHS  # noqa: E402
 
 TARGET_FRACTIONS = (0.5, 0.75, 1.0)
 HORIZONS = (0.2, 0.5)
@@ -86,8 +91,9 @@ def convergence_benchmark(consecutive: int) -> tuple[list[dict], dict]:
 
     curves = {path.stem: read_curve(path) for path in sorted((ROOT / "curves").glob("*.csv"))}
     whole = {name: prepare_earlier_run(c.epochs, c.losses, name) for name, c in curves.items()}
-    cut = {name: prepare_earlier_run(c.epochs[:end], c.losses[:end], name)
-           for name, c in curves.items() if (end := _highest_target_end(c, consecutive)) >= 5}
+    ends = {name: _highest_target_end(c, consecutive) or len(c.epochs) for name, c in curves.items()}
+    cut = {name: prepare_earlier_run(c.epochs[:ends[name]], c.losses[:ends[name]], name)
+           for name, c in curves.items() if ends[name] >= MIN_EPOCHS}
     cases = []
     for name, curve in curves.items():   # the reader of `coach estimate`: checked, with its train_loss column
         epochs, losses = np.array(curve.epochs), np.array(curve.losses)
@@ -105,7 +111,7 @@ def convergence_benchmark(consecutive: int) -> tuple[list[dict], dict]:
                     fit_cut = fit_convergence(*args, **kwargs, bootstrap=0, earlier=[cut[m] for m in others if m in cut])
                 except EstimateError:
                     fit = fit_cut = None
-                for suffix, f in (("", fit and dataclasses.replace(fit, earlier=None)), (" others", fit),
+                for suffix, f in (("", fit and dataclasses.replace(fit, earlier=())), (" others", fit),
                                   (" others cut", fit and dataclasses.replace(fit, earlier=fit_cut.earlier))):
                     p = None if f is None else f.epochs_to_target(target, consecutive)
                     pred = None if p is None else p.epoch
@@ -128,11 +134,10 @@ def _model_and_data(name: str) -> str:
     return name if name.startswith("ext_") else "_".join(name.split("_")[:2])
 
 
-def _highest_target_end(curve, consecutive: int) -> int:
-    """Where a recorded run would have stopped at its highest benchmark target (its whole length
-    if it has none)."""
+def _highest_target_end(curve, consecutive: int) -> int | None:
+    """Where a recorded run would have stopped at its highest benchmark target (None: no target)."""
     targets = targets_for(np.array(curve.epochs), np.array(curve.losses), consecutive)
-    return max(targets, key=lambda t: t[0])[1] if targets else len(curve.epochs)
+    return max(targets, key=lambda t: t[0])[1] if targets else None
 
 
 def _seeds(name: str) -> dict[int, Path]:
@@ -144,7 +149,7 @@ def _seeds(name: str) -> dict[int, Path]:
 
 
 def earlier_run_benchmark(consecutive: int) -> dict:
-    """Epochs-to-target for a run whose configuration ran before (bench/curves/repeats):
+    """Epochs-to-target for a run whose model and data ran before (bench/curves/repeats):
 
     - "another seed, seeds 1 and 2": each predicted with the other's run of the same
       configuration (the mix's two constants were chosen on these cases);
@@ -159,7 +164,7 @@ def earlier_run_benchmark(consecutive: int) -> dict:
       `convergence_benchmark`'s "others", on other seeds).
 
     Targets, N and horizons as in `convergence_benchmark`; "alone" is the same prediction
-    without the earlier run (`earlier=None`), on the same cases. No bootstrap: the combined
+    without the earlier run (`earlier=()`), on the same cases. No bootstrap: the combined
     interval does not use it (a prediction that gives the earlier run no weight then has the
     extrapolation interval only)."""
     from coach.estimate.convergence import prepare_earlier_run
@@ -169,9 +174,7 @@ def earlier_run_benchmark(consecutive: int) -> dict:
     earlier = {key: prepare_earlier_run(c.epochs, c.losses, f"{key[0]} seed {key[1]}") for key, c in curves.items()}
     for n in names:
         c = curves[(n, 1)]
-        targets = targets_for(np.array(c.epochs), np.array(c.losses), consecutive)
-        if targets:
-            end = max(targets, key=lambda t: t[0])[1]   # the highest target's stop epoch
+        if end := _highest_target_end(c, consecutive):
             earlier[(n, 1, "cut")] = prepare_earlier_run(c.epochs[:end], c.losses[:end], f"{n} seed 1 to {end}")
     pairs = {"another seed, seeds 1 and 2": [((n, s), [(n, 3 - s)]) for n in names for s in (1, 2)
                                              if (n, 3 - s) in curves],
@@ -198,7 +201,7 @@ def earlier_run_benchmark(consecutive: int) -> dict:
                     fit = fit_convergence(epochs[:seen], losses[:seen], bootstrap=0, earlier=[earlier[o] for o in olds],
                                           train_losses=None if train is None else train[:seen])
                     row = {"horizon": f"{h:.0%}"}
-                    for method, f in (("alone", dataclasses.replace(fit, earlier=None)), ("with earlier run", fit)):
+                    for method, f in (("alone", dataclasses.replace(fit, earlier=())), ("with earlier run", fit)):
                         p = f.epochs_to_target(target, consecutive)
                         row[method] = math.inf if p.epoch is None else abs(p.epoch - n_true) / n_true
                         row[f"{method} covered"] = (p.epoch is not None and p.lo <= n_true
@@ -326,7 +329,7 @@ def main() -> None:
           f"{calibration['spread']:.3f}; calibrated without the curve, the extrapolation interval "
           "holds its true epoch in " + ", ".join(f"{calibration[f'{h:.0%}']:.0%} after {h:.0%}"
                                                 for h in HORIZONS))
-    print("with an earlier run of the same configuration (bench/curves/repeats):")
+    print("with earlier runs of the same model and data (bench/curves/repeats):")
     for scenario, by_h in with_earlier.items():
         for h, r in by_h.items():
             a, w = r["alone"], r["with earlier run"]

@@ -11,9 +11,9 @@ from __future__ import annotations
 import csv
 import json
 import math
-from dataclasses import dataclass
-from pathlib import Path
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -86,20 +86,16 @@ def read_curve(path: Path) -> Curve:
 
 
 def predict_curve(curve: Curve, target: float, consecutive: int = 1,
-                  earlier: Sequence[EarlierRun] = ()) -> tuple[EpochsPrediction, str | None]:
+                  earlier: Sequence[EarlierRun] = ()) -> EpochsPrediction:
     """Fit the curve and predict its stop epoch, in the file's epoch numbering; with `earlier`
-    runs of the same model and data (see `earlier_of`) as a second opinion. Also returns the
-    label of the earlier run that counted, if one did."""
-    from coach.estimate import EpochsPrediction, fit_convergence
+    runs of the same model and data (see `earlier_of`) as a second opinion."""
+    from coach.estimate import fit_convergence
 
     fit = fit_convergence([e + curve.offset for e in curve.epochs], curve.losses,
                           train_losses=curve.train_losses, earlier=earlier)
     pred = fit.epochs_to_target(target, consecutive)
     shift = (lambda e: None if e is None else int(round(e - curve.offset)))  # noqa: E731
-    used = fit.earlier.run.label if fit.earlier is not None and pred.earlier_weight > 0 else None
-    return EpochsPrediction(epoch=shift(pred.epoch), lo=shift(pred.lo), hi=shift(pred.hi),
-                            reachable=pred.reachable, asymptote=pred.asymptote, note=pred.note,
-                            earlier_weight=pred.earlier_weight), used
+    return replace(pred, epoch=shift(pred.epoch), lo=shift(pred.lo), hi=shift(pred.hi))
 
 
 def earlier_of(path: Path) -> EarlierRun:
@@ -108,7 +104,7 @@ def earlier_of(path: Path) -> EarlierRun:
 
     curve = read_curve(path)
     try:
-        return prepare_earlier_run([e + curve.offset for e in curve.epochs], curve.losses, path.name)
+        return prepare_earlier_run([e + curve.offset for e in curve.epochs], curve.losses, str(path))
     except EstimateError as exc:
         raise SpecError(str(path), "", str(exc)) from None
 
@@ -132,7 +128,7 @@ def estimate(
     earlier = earlier or []
     before = [earlier_of(path) for path in earlier]
     try:
-        pred, used = predict_curve(data, target, consecutive, before)
+        pred = predict_curve(data, target, consecutive, before)
     except EstimateError as exc:
         raise SpecError(str(curve), "", str(exc)) from exc
     except (OverflowError, FloatingPointError, ValueError) as exc:   # e.g. losses near 1e308
@@ -141,7 +137,7 @@ def estimate(
         out = {"epochs_to_target": pred.epoch, "interval": [pred.lo, pred.hi],
                "asymptote": round(pred.asymptote, 6), "reachable": pred.reachable}
         if earlier:
-            out["earlier_run"] = used
+            out["earlier_run"] = pred.earlier.run.label if pred.earlier is not None else None
             out["earlier_run_weight"] = round(pred.earlier_weight, 3)
         typer.echo(json.dumps(out))
         return
@@ -154,7 +150,8 @@ def estimate(
     table.add_row("asymptote b2", f"{pred.asymptote:.4g}")
     table.add_row("reachable", "yes" if pred.reachable else "no")
     if earlier:
-        table.add_row(f"weight of {used or 'earlier runs'}", f"{pred.earlier_weight:.0%}")
+        table.add_row(f"weight of {pred.earlier.run.label if pred.earlier is not None else 'earlier runs'}",
+                      f"{pred.earlier_weight:.0%}")
     Console().print(table)
     if not pred.reachable or pred.earlier_weight > 0:
         typer.echo(pred.note)

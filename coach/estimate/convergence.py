@@ -52,7 +52,7 @@ from scipy.optimize import least_squares
 from scipy.special import ndtr
 
 from coach.errors import EstimateError
-from coach.estimate.earlier_run import MIN_WEIGHT, EarlierRun, Warp, best_warp, mix, smooth_run
+from coach.estimate.earlier_run import MIN_WEIGHT, EarlierRun, Warp, closest_first, mix, smooth_run
 
 MIN_POINTS = 3
 """Fewest (progress, loss) points with distinct progress that can fit three coefficients."""
@@ -115,6 +115,7 @@ class EpochsPrediction:
     asymptote: float           # b2
     note: str = ""             # in words, why it is unreachable (or how sure we are)
     earlier_weight: float = 0.0   # share of an earlier run of the same model and data in `epoch`
+    earlier: Warp | None = None   # that run, laid over this one (None when none counted)
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,7 @@ class ConvergenceFit:
     residual_scale: float      # robust (MAD) scale of the residuals, loss units
     noise: float               # epoch-to-epoch noise of the loss: residual_scale corrected for the 3 fitted b
     replicas: tuple[tuple[float, float, float], ...] = ()   # bootstrap (b0, b1, b2)
-    earlier: Warp | None = None   # the earlier run of the same model and data that lies closest, laid over this one
+    earlier: tuple[Warp, ...] = ()   # earlier runs of the same model and data laid over this one, closest first
 
     def predict(self, k: float | np.ndarray) -> float | np.ndarray:
         """Predicted loss after `k` epochs of progress."""
@@ -159,19 +160,21 @@ class ConvergenceFit:
         point = _passage(np.array([(self.b0, self.b1, self.b2)]), *chain)[0]
         point = int(point) if math.isfinite(point) else None
         least = max(start, 0) + max(consecutive - max(streak, 0), 0)   # epochs the rule needs at least
-        # before the bootstrap: when the earlier run counts, its interval replaces the replicas'
-        m = (mix(self.earlier, point, EXTRAPOLATION_SPREAD, self.last_progress, target, consecutive,
-                 min(limit, MAX_PASSAGE_STEPS), start, streak)
-             if self.earlier is not None and streak < consecutive else None)
-        if m is not None and m.weight >= MIN_WEIGHT:
+        # before the bootstrap: when an earlier run counts, its interval replaces the replicas'
+        m = next((m for w in self.earlier if streak < consecutive
+                  and (m := mix(w, point, EXTRAPOLATION_SPREAD, self.last_progress, target, consecutive,
+                                min(limit, MAX_PASSAGE_STEPS), start, streak)) is not None
+                  and m.weight >= MIN_WEIGHT), None)
+        if m is not None:
             lo = max(m.lo, min(least, m.epoch))
             # this run's own curve says "maybe never" (target at or below its asymptote, or past
             # the horizon): the earlier run gives the epoch, but the interval stays open
             hi = None if point is None or (horizon is not None and m.hi > limit) else m.hi
             return EpochsPrediction(
                 epoch=m.epoch, lo=lo, hi=hi, reachable=True, asymptote=self.b2, earlier_weight=m.weight,
+                earlier=m.warp,
                 note=f"80% interval [{lo}, {'never' if hi is None else hi}]; {m.weight:.0%} from earlier "
-                     f"run {self.earlier.run.label} (it alone: epoch {m.earlier_epoch}, this run's curve "
+                     f"run {m.warp.run.label} (it alone: epoch {m.earlier_epoch}, this run's curve "
                      f"alone: {'never' if point is None else point})")
         passages = _passage(np.array(self.replicas).reshape(-1, 3), *chain)
         lo = hi = None
@@ -248,9 +251,9 @@ def fit_convergence(progress: Sequence[float], losses: Sequence[float],
     epochs, 1 published and 1 recorded after 50%; errors 0–40%) and changed no other.
 
     `earlier` (optional, each from `prepare_earlier_run`): earlier runs of the same model and
-    data. The one whose curve lies closest over these points is kept (`fit.earlier`), and
-    `epochs_to_target` combines this fit's prediction with it, by how well each is expected
-    to predict.
+    data. Those that some pace lays over these points are kept, closest first (`fit.earlier`),
+    and `epochs_to_target` combines this fit's prediction with the first that says something
+    about the target, by how well each is expected to predict.
 
     Raises EstimateError when there are fewer than MIN_POINTS distinct progress values,
     or a progress/loss is negative, NaN or infinite (the model has b2 ≥ 0, so a negative
@@ -261,7 +264,7 @@ def fit_convergence(progress: Sequence[float], losses: Sequence[float],
         warnings.simplefilter("ignore", RuntimeWarning)
         fit = _fit_convergence(k, y, bootstrap, train)
     if earlier:
-        fit = dataclasses.replace(fit, earlier=best_warp(earlier, k, y, _weights(k)))
+        fit = dataclasses.replace(fit, earlier=closest_first(earlier, k, y, _weights(k)))
     return fit
 
 

@@ -6,7 +6,7 @@ data — another seed, target or budget, or another learning rate or optimizer, 
 hyperparameter search — has a close answer in the store: an earlier run's validation curve.
 Runs of one model on one dataset differ mostly in pace, so each earlier curve is time-warped
 onto the new points — l_new(k) ≈ L(c·k), c fitted on the same recent points the convergence
-fit weighs — and the one that lies closest (least relative misfit, `best_warp`) gives a
+fit weighs — and the one that lies closest (least relative misfit, `closest_first`) gives a
 second prediction: the stop rule's passage on the warped curve. Both are combined in log
 epochs, each weighted by its precision:
 
@@ -54,7 +54,8 @@ SEED_SPREAD = 0.2
 """Least relative level error of the warped curve, and the log-sd of a matching earlier run's
 prediction (seed-to-seed spread). Chosen on bench/curves/repeats (seeds 1 and 2) from
 {0.01, 0.02, 0.05} × {0.05, 0.1, 0.2}; chosen leaving each configuration out, the figures
-barely move."""
+barely move. Runs of other configurations use the same values (measured, not chosen on them:
+a run of another learning rate that matches this one's points predicts about as well)."""
 
 Z80 = 1.2816
 """Standard normal 90th percentile: an 80% central interval is ±Z80 standard deviations."""
@@ -124,12 +125,12 @@ def warp(run: EarlierRun, k: np.ndarray, y: np.ndarray, weights: np.ndarray) -> 
     return Warp(run, c, float(np.sqrt(np.mean(np.log(ratio) ** 2))))
 
 
-def best_warp(runs: Sequence[EarlierRun], k: np.ndarray, y: np.ndarray, weights: np.ndarray) -> Warp | None:
-    """The run that lies closest over the points (least misfit; the first of equals), warped;
-    None when none matches. Chosen anew at every fit: which of several runs of the same model
-    matches can change as a run's curve unfolds."""
-    return min((w for run in runs if (w := warp(run, k, y, weights)) is not None),
-               key=lambda w: w.misfit, default=None)
+def closest_first(runs: Sequence[EarlierRun], k: np.ndarray, y: np.ndarray, weights: np.ndarray) -> tuple[Warp, ...]:
+    """The runs that some pace lays over the points, warped, least misfit first (the first of
+    equals). Sorted anew at every fit: which of several runs of the same model matches can
+    change as a run's curve unfolds. The prediction asks the first that says something about
+    its target (see `mix`): the closest run may stall above it."""
+    return tuple(sorted((w for run in runs if (w := warp(run, k, y, weights)) is not None), key=lambda w: w.misfit))
 
 
 def passage(levels: np.ndarray, sigma: float, target: float, consecutive: int, start: int = 0,
@@ -160,6 +161,7 @@ def passage(levels: np.ndarray, sigma: float, target: float, consecutive: int, s
 class Mixed:
     """The combined prediction, its 80% interval and the earlier run's part in it."""
 
+    warp: Warp
     epoch: int
     lo: int
     hi: int
@@ -191,4 +193,4 @@ def mix(w: Warp, fitted: int | None, spread: float, seen: float, target: float, 
         point = int(round(math.exp((a * math.log(own) + b * math.log(fitted)) / (a + b))))
         sd, weight = (a + b) ** -0.5, a / (a + b)
     lo, hi = max(1, math.floor(point * math.exp(-Z80 * sd))), math.ceil(point * math.exp(Z80 * sd))
-    return Mixed(point, lo, hi, own, weight)
+    return Mixed(w, point, lo, hi, own, weight)

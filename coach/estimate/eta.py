@@ -29,6 +29,7 @@ class Eta:
     reachable: bool            # target above the fitted asymptote, or an earlier run says when
     asymptote: float           # b2
     earlier_weight: float = 0.0   # share of an earlier run of the same model and data in the epochs
+    earlier: str = ""             # that run's label (its job id)
 
 
 def eta(fit: ConvergenceFit, target: float, consecutive: int, epochs_done: float,
@@ -51,4 +52,5 @@ def eta(fit: ConvergenceFit, target: float, consecutive: int, epochs_done: float
 
     n, lo, hi = left(pred.epoch), left(pred.lo), left(pred.hi)
     return Eta(epochs_left=n, lo=lo, hi=hi, seconds=secs(n), seconds_lo=secs(lo), seconds_hi=secs(hi),
-               reachable=pred.reachable, asymptote=pred.asymptote, earlier_weight=pred.earlier_weight)
+               reachable=pred.reachable, asymptote=pred.asymptote, earlier_weight=pred.earlier_weight,
+               earlier=pred.earlier.run.label if pred.earlier is not None else "")

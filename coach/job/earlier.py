@@ -13,7 +13,8 @@ from coach.state.records import FINAL_STATUSES, JobRecord
 from coach.state.store import Store
 
 MAX_EARLIER = 8
-"""Configurations asked at most (the newest): each costs a time warp at every fit, ~12 ms."""
+"""Other configurations asked at most (the newest), besides the job's own: each costs a time
+warp at every fit, ~12 ms."""
 
 
 @dataclass(frozen=True)
@@ -28,8 +29,9 @@ def find_earlier(store: Store, job: JobRecord, spec: Mapping[str, Any],
                  samples_per_epoch: float | None) -> list[Earlier]:
     """The job's earlier runs: those recorded for it (`job.earlier_job`, chosen when it first
     started), else of every configuration of the same model and data (see `same_model`) the
-    newest job submitted before it, finished and with enough training epochs — at most
-    MAX_EARLIER configurations, newest first. Which one lies closest is decided at every fit."""
+    newest job submitted before it, finished and with enough training epochs: of its own
+    configuration, and of at most MAX_EARLIER others, newest first. Which one lies closest is
+    decided at every fit."""
     if job.earlier_job:
         found = []
         for job_id in job.earlier_job.split(","):
@@ -47,11 +49,11 @@ def find_earlier(store: Store, job: JobRecord, spec: Mapping[str, Any],
         other_spec = store.spec(other.job_id)
         if not same_model(other_spec, spec) or any(same_curve(other_spec, s) for s in specs):
             continue   # another model or data, or a configuration already asked (a newer run of it)
+        if not same_curve(other_spec, spec) and sum(not e.same for e in found) == MAX_EARLIER:
+            continue   # enough other configurations; the job's own may still come
         if e := _earlier(store, other, other_spec, spec, samples_per_epoch):
             found.append(e)
             specs.append(other_spec)
-            if len(found) == MAX_EARLIER:
-                break
     return found
 
 

@@ -215,7 +215,7 @@ class JobLoop:
         info = {"epochs_left": e.epochs_left, "lo": e.lo, "hi": e.hi, "seconds": e.seconds,
                 "seconds_lo": e.seconds_lo, "seconds_hi": e.seconds_hi, "reachable": e.reachable,
                 "asymptote": e.asymptote, "at": time.time(),
-                "earlier": fit.earlier.run.label if e.earlier_weight > 0 else None,
+                "earlier": e.earlier or None,
                 "earlier_weight": round(e.earlier_weight, 3)}
         return e, info
 

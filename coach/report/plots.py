@@ -61,11 +61,10 @@ def _loss_panel(ax, epochs: Sequence[EpochRecord], target: float, fit: Convergen
     if fit is not None:
         ax.plot(grid, fit.predict(grid), "-", color="tab:orange",
                 label=f"fit 1/({fit.b0:.3g}·k + {fit.b1:.3g}) + {fit.b2:.3g}")
-    if fit is not None and fit.earlier is not None:
-        w = fit.earlier
+    if pred is not None and pred.earlier is not None:
+        w = pred.earlier
         ax.plot(grid, w.run.level(w.c * grid), "--", color="tab:purple", lw=1,
-                label=f"earlier run {w.run.label} at pace {w.c:.2f}"
-                      + (f" ({pred.earlier_weight:.0%} of the prediction)" if pred is not None else ""))
+                label=f"earlier run {w.run.label} at pace {w.c:.2f} ({pred.earlier_weight:.0%} of the prediction)")
     if tuning.any():
         ax.plot(x[tuning], y[tuning], "s", color="tab:gray", ms=5, label="tuning mini-epochs")
     if (~tuning).any():

@@ -52,7 +52,7 @@ class JobRecord:
     epoch: int = 0
     val_loss: float | None = None
     val_epoch: str = ""   # which finished (mini-)epoch val_loss is from, e.g. "tuning 3", "training 2"
-    earlier_job: str = ""   # the earlier run of the same configuration its ETA asks, if any
+    earlier_job: str = ""   # ids of the earlier runs of the same model and data its ETA asks, comma-separated
     message: str = ""
     created_at: float = 0.0
     updated_at: float = 0.0

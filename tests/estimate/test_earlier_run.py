@@ -44,7 +44,7 @@ def test_a_matching_earlier_run_finds_the_pace_and_carries_the_prediction(runs, 
     fit = fit_convergence(k[:seen], new[:seen], earlier=[earlier])
     pred = fit.epochs_to_target(TARGET, consecutive=3)
     alone = fit_convergence(k[:seen], new[:seen]).epochs_to_target(TARGET, consecutive=3)
-    assert fit.earlier.c == pytest.approx(pace, rel=0.03)
+    assert pred.earlier.c == pytest.approx(pace, rel=0.03)
     assert pred.earlier_weight > 0.5
     assert abs(pred.epoch - n_true) <= 0.1 * n_true
     if share == 0.2:   # 4 epochs of a sigmoid head: the fit alone extrapolates the wrong shape
@@ -136,8 +136,20 @@ def test_the_closest_of_several_earlier_runs_is_asked(runs):
     seen = int(0.3 * n_true)
     for order in ([flat, other, earlier], [earlier, other, flat]):
         fit = fit_convergence(k[:seen], new[:seen], earlier=order)
-        assert fit.earlier.run.label == "earlier-job"
+        assert fit.earlier[0].run.label == "earlier-job"
         assert fit.epochs_to_target(TARGET, 3) == fit_convergence(k[:seen], new[:seen], earlier=[earlier]).epochs_to_target(TARGET, 3)
+
+
+def test_a_closest_run_that_stalls_above_the_target_does_not_hide_one_that_gets_there(runs):
+    k, new, earlier, pace, n_true = runs
+    rng = np.random.default_rng(5)
+    stalls = prepare_earlier_run(k, np.maximum(shape(k), 0.25) + rng.normal(0, 0.004, k.size), "stalls")
+    reaches = prepare_earlier_run(k, 0.08 + 2.2 / (1 + 0.15 * k ** 1.5) + rng.normal(0, 0.004, k.size), "reaches")
+    fit = fit_convergence(k[:8], new[:8], earlier=[reaches, stalls])
+    assert [w.run.label for w in fit.earlier] == ["stalls", "reaches"]   # the head of this run, exactly
+    pred = fit.epochs_to_target(TARGET, 3)
+    assert pred.earlier.run.label == "reaches" and pred.earlier_weight > 0.5
+    assert pred == fit_convergence(k[:8], new[:8], earlier=[reaches]).epochs_to_target(TARGET, 3)
 
 
 def test_a_model_file_counts_by_its_text_not_its_path():

@@ -60,11 +60,22 @@ def test_find_earlier(tmp_path: Path, before, after, found) -> None:
 def test_at_most_max_earlier_configurations_newest_first(tmp_path: Path) -> None:
     store = Store(tmp_path / "coach.db")
     for i in range(MAX_EARLIER + 2):
-        add(store, f"j{i}", "succeeded", {"learning_rate": 0.01 * (i + 1)})
+        add(store, f"j{i}", "succeeded", {"learning_rate": 0.001 * (i + 1)})
     store.create_job("me", "me", "me.yaml", SPEC, 0.1, 1.0)
     found = find_earlier(store, store.job("me"), SPEC, None)
     assert [e.job.job_id for e in found] == [f"j{i}" for i in range(MAX_EARLIER + 1, 1, -1)]
     assert "j9 (7 training epochs, succeeded; other batch or optimizer settings)" in describe(found)
+
+
+def test_the_job_s_own_configuration_is_asked_even_after_a_sweep_of_others(tmp_path: Path) -> None:
+    store = Store(tmp_path / "coach.db")
+    add(store, "mine", "succeeded")
+    for i in range(MAX_EARLIER + 1):
+        add(store, f"j{i}", "succeeded", {"learning_rate": 0.001 * (i + 1)})
+    store.create_job("me", "me", "me.yaml", SPEC, 0.1, 1.0)
+    found = find_earlier(store, store.job("me"), SPEC, None)
+    assert [e.job.job_id for e in found] == [f"j{i}" for i in range(MAX_EARLIER, 0, -1)] + ["mine"]
+    assert [e.same for e in found] == [False] * MAX_EARLIER + [True]
 
 
 def test_the_earlier_run_chosen_when_the_job_started_stays_chosen(tmp_path: Path) -> None:
