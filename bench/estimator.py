@@ -114,11 +114,8 @@ def convergence_benchmark(consecutive: int) -> tuple[list[dict], dict]:
                 for suffix, f in (("", fit and dataclasses.replace(fit, earlier=())), (" others", fit),
                                   (" others cut", fit and dataclasses.replace(fit, earlier=fit_cut.earlier))):
                     p = None if f is None else f.epochs_to_target(target, consecutive)
-                    pred = None if p is None else p.epoch
-                    case[f"pred@{h:.0%}{suffix}"] = pred
-                    case[f"err@{h:.0%}{suffix}"] = math.inf if pred is None else abs(pred - n_true) / n_true
-                    case[f"covered@{h:.0%}{suffix}"] = pred is not None and p.lo <= n_true <= (
-                        math.inf if p.hi is None else p.hi)
+                    case[f"pred@{h:.0%}{suffix}"] = None if p is None else p.epoch
+                    case[f"err@{h:.0%}{suffix}"], case[f"covered@{h:.0%}{suffix}"] = _judge(p, n_true)
                 case[f"seen@{h:.0%}"] = seen
                 case[f"score@{h:.0%}"] = spread_score(case[f"pred@{h:.0%}"], seen, n_true)
             cases.append(case)
@@ -127,6 +124,13 @@ def convergence_benchmark(consecutive: int) -> tuple[list[dict], dict]:
     summary = {f"{h:.0%}{suffix}": {name: _errors(group, f"{h:.0%}{suffix}") for name, group in groups.items() if group}
                for suffix in ("", " others", " others cut") for h in HORIZONS}
     return cases, summary
+
+
+def _judge(p, n_true: int) -> tuple[float, bool]:
+    """A prediction's relative error (inf: unreachable, or no fit) and whether its interval holds N."""
+    if p is None or p.epoch is None:
+        return math.inf, False
+    return abs(p.epoch - n_true) / n_true, p.lo <= n_true and (p.hi is None or n_true <= p.hi)
 
 
 def _model_and_data(name: str) -> str:
@@ -203,9 +207,7 @@ def earlier_run_benchmark(consecutive: int) -> dict:
                     row = {"horizon": f"{h:.0%}"}
                     for method, f in (("alone", dataclasses.replace(fit, earlier=())), ("with earlier run", fit)):
                         p = f.epochs_to_target(target, consecutive)
-                        row[method] = math.inf if p.epoch is None else abs(p.epoch - n_true) / n_true
-                        row[f"{method} covered"] = (p.epoch is not None and p.lo <= n_true
-                                                    and (p.hi is None or n_true <= p.hi))
+                        row[method], row[f"{method} covered"] = _judge(p, n_true)
                     row["weight"] = p.earlier_weight
                     rows.append(row)
         out[scenario] = {f"{h:.0%}": _earlier_summary([r for r in rows if r["horizon"] == f"{h:.0%}"])

@@ -125,19 +125,19 @@ def estimate(
         # as a job file's target_loss: losses are ≥ 0, so a target ≤ 0 can never be met
         raise SpecError("--target", "", f"must be a finite number > 0 (losses are ≥ 0), got {target:g}")
     data = read_curve(curve)
-    earlier = earlier or []
-    before = [earlier_of(path) for path in earlier]
+    before = [earlier_of(path) for path in earlier or []]
     try:
         pred = predict_curve(data, target, consecutive, before)
     except EstimateError as exc:
         raise SpecError(str(curve), "", str(exc)) from exc
     except (OverflowError, FloatingPointError, ValueError) as exc:   # e.g. losses near 1e308
         raise SpecError(str(curve), "loss", f"values too large to fit a curve to ({exc})") from None
+    used = pred.earlier.run.label if pred.earlier is not None else None   # the earlier run that counted
     if json_out:
         out = {"epochs_to_target": pred.epoch, "interval": [pred.lo, pred.hi],
                "asymptote": round(pred.asymptote, 6), "reachable": pred.reachable}
-        if earlier:
-            out["earlier_run"] = pred.earlier.run.label if pred.earlier is not None else None
+        if before:
+            out["earlier_run"] = used
             out["earlier_run_weight"] = round(pred.earlier_weight, 3)
         typer.echo(json.dumps(out))
         return
@@ -149,9 +149,8 @@ def estimate(
     table.add_row("80% interval", f"[{_show(pred.lo)}, {_show(pred.hi, 'never')}]")
     table.add_row("asymptote b2", f"{pred.asymptote:.4g}")
     table.add_row("reachable", "yes" if pred.reachable else "no")
-    if earlier:
-        table.add_row(f"weight of {pred.earlier.run.label if pred.earlier is not None else 'earlier runs'}",
-                      f"{pred.earlier_weight:.0%}")
+    if before:
+        table.add_row(f"weight of {used or 'earlier runs'}", f"{pred.earlier_weight:.0%}")
     Console().print(table)
     if not pred.reachable or pred.earlier_weight > 0:
         typer.echo(pred.note)

@@ -161,10 +161,10 @@ class ConvergenceFit:
         point = int(point) if math.isfinite(point) else None
         least = max(start, 0) + max(consecutive - max(streak, 0), 0)   # epochs the rule needs at least
         # before the bootstrap: when an earlier run counts, its interval replaces the replicas'
-        m = next((m for w in self.earlier if streak < consecutive
-                  and (m := mix(w, point, EXTRAPOLATION_SPREAD, self.last_progress, target, consecutive,
-                                min(limit, MAX_PASSAGE_STEPS), start, streak)) is not None
-                  and m.weight >= MIN_WEIGHT), None)
+        asked = self.earlier if streak < consecutive else ()   # once the rule is met, nothing to ask
+        m = next((m for w in asked if (m := mix(w, point, EXTRAPOLATION_SPREAD, self.last_progress, target,
+                                                   consecutive, min(limit, MAX_PASSAGE_STEPS), start, streak))
+                  is not None and m.weight >= MIN_WEIGHT), None)
         if m is not None:
             lo = max(m.lo, min(least, m.epoch))
             # this run's own curve says "maybe never" (target at or below its asymptote, or past

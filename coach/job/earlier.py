@@ -39,7 +39,7 @@ def find_earlier(store: Store, job: JobRecord, spec: Mapping[str, Any],
                 other = store.job(job_id)
             except StateError:   # deleted from the store since
                 continue
-            if e := _earlier(store, other, store.spec(job_id), spec, samples_per_epoch):
+            if e := _earlier(store, other, same_curve(store.spec(job_id), spec), samples_per_epoch):
                 found.append(e)
         return found
     found, specs = [], []
@@ -49,11 +49,15 @@ def find_earlier(store: Store, job: JobRecord, spec: Mapping[str, Any],
         other_spec = store.spec(other.job_id)
         if not same_model(other_spec, spec) or any(same_curve(other_spec, s) for s in specs):
             continue   # another model or data, or a configuration already asked (a newer run of it)
-        if not same_curve(other_spec, spec) and sum(not e.same for e in found) == MAX_EARLIER:
+        same = same_curve(other_spec, spec)
+        others = sum(not e.same for e in found)
+        if not same and others == MAX_EARLIER:
             continue   # enough other configurations; the job's own may still come
-        if e := _earlier(store, other, other_spec, spec, samples_per_epoch):
+        if e := _earlier(store, other, same, samples_per_epoch):
             found.append(e)
             specs.append(other_spec)
+            if others + (not same) == MAX_EARLIER and any(f.same for f in found):
+                break   # the job's own and enough others: nothing older can be asked
     return found
 
 
@@ -63,9 +67,7 @@ def describe(found: list[Earlier]) -> str:
                      f"{'same configuration' if e.same else 'other batch or optimizer settings'})" for e in found)
 
 
-def _earlier(store: Store, other: JobRecord, other_spec: Mapping[str, Any], spec: Mapping[str, Any],
-             samples_per_epoch: float | None) -> Earlier | None:
+def _earlier(store: Store, other: JobRecord, same: bool, samples_per_epoch: float | None) -> Earlier | None:
     epochs = store.epochs(other.job_id)
     run = earlier_run_of(epochs, samples_per_epoch, other.job_id)
-    return None if run is None else Earlier(other, run, sum(e.phase == "training" for e in epochs),
-                                            same_curve(other_spec, spec))
+    return None if run is None else Earlier(other, run, sum(e.phase == "training" for e in epochs), same)
