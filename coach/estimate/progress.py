@@ -19,6 +19,7 @@ class EpochLike(Protocol):
     phase: str          # "tuning" | "training"
     epoch: int          # training epochs count from 1
     samples: int        # samples processed in this (mini-)epoch
+    val_loss: float
 
 
 def progress_of(epochs: Sequence[EpochLike], samples_per_epoch: float | None = None) -> list[float]:
@@ -38,3 +39,14 @@ def progress_of(epochs: Sequence[EpochLike], samples_per_epoch: float | None = N
         else:
             out.append(tuned + e.epoch)
     return out
+
+
+def streak_of(epochs: Sequence[EpochLike], target: float) -> int:
+    """How many of the latest training epochs are at or below `target` in a row: the stop
+    rule's count so far (tuning mini-epochs never count; NaN never reaches the target)."""
+    n = 0
+    for e in reversed([e for e in epochs if e.phase == "training"]):
+        if not e.val_loss <= target:
+            break
+        n += 1
+    return n

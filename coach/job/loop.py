@@ -24,7 +24,7 @@ from coach.data import load_dataset
 from coach.errors import CoachError, Diverged, EpochFailed, SpecError
 from coach.estimate import EarlierRun, Eta, epoch_budget, eta, measured_cost
 from coach.estimate.history import fit_history
-from coach.estimate.progress import progress_of
+from coach.estimate.progress import progress_of, streak_of
 from coach.estimate.cost import epoch_cost
 from coach.job.coordinator import Coordinator
 from coach.job.earlier import describe, find_earlier
@@ -184,12 +184,7 @@ class JobLoop:
         return self.n_train / rate + (overhead[len(overhead) // 2] if overhead else 0.0)
 
     def _streak(self, history: list[EpochRecord]) -> int:
-        n = 0
-        for r in reversed([r for r in history if r.phase == "training"]):
-            if not r.val_loss <= self.spec.target_loss:   # NaN never counts as reached
-                break
-            n += 1
-        return n
+        return streak_of(history, self.spec.target_loss)
 
     def _update_eta(self, history: list[EpochRecord], w: int, s: int, **job: Any):
         """Predict what is left, once per recorded epoch, and store it for `coach status` in one

@@ -4,7 +4,8 @@ Three panels, left to right:
 
 1. validation loss per epoch (tuning mini-epochs at their fractional progress), the
    fitted curve l(k) = 1/(b0·k + b1) + b2, the target, and the predicted epoch at which
-   the stop rule is met with its 80% interval (or "unreachable" and the asymptote); and
+   the stop rule is met with its 80% interval, counting the epochs already under the target
+   (or "unreachable" and the asymptote; for a job that met the rule, where it did); and
    the earlier run of the same model and data the prediction asked (the closest one), at the new run's pace;
 2. workers and servers per epoch;
 3. the fitted speed surface f(w, s) in samples/s as a heatmap, with the measured
@@ -17,6 +18,7 @@ processed), so the fitted curve lines up with the points.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -27,7 +29,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from coach.estimate.convergence import ConvergenceFit  # noqa: E402
-from coach.estimate.progress import progress_of  # noqa: E402
+from coach.estimate.progress import progress_of, streak_of  # noqa: E402
 from coach.estimate.speed import SpeedModel  # noqa: E402
 from coach.state.records import EpochRecord  # noqa: E402
 
@@ -54,7 +56,11 @@ def _loss_panel(ax, epochs: Sequence[EpochRecord], target: float, fit: Convergen
     y = np.array([e.val_loss for e in epochs], dtype=float)
     tuning = np.array([e.phase == "tuning" for e in epochs], dtype=bool)
     x_end = float(x.max()) if x.size else 1.0
-    pred = fit.epochs_to_target(target, consecutive) if fit is not None else None
+    met = streak_of(epochs, target) >= consecutive   # a finished job: where it stopped is a fact
+    pred = None
+    if fit is not None and not met:
+        pred = fit.epochs_to_target(target, consecutive, start=math.floor(x_end + 1e-9),
+                                    streak=streak_of(epochs, target))
     if pred is not None and pred.epoch is not None:
         x_end = max(x_end, float(pred.hi if pred.hi is not None else pred.epoch)) * 1.05
     grid = np.linspace(min(0.1, x.min()) if x.size else 0.1, max(x_end, 1.0), 300)
@@ -70,6 +76,9 @@ def _loss_panel(ax, epochs: Sequence[EpochRecord], target: float, fit: Convergen
     if (~tuning).any():
         ax.plot(x[~tuning], y[~tuning], "o-", color="tab:blue", ms=4, label="validation loss")
     ax.axhline(target, color="tab:green", ls="--", lw=1, label=f"target {target:g}")
+    if met:
+        ax.axvline(x[-1], color="tab:red", lw=1,
+                   label=f"stop rule met at epoch {epochs[-1].epoch} ({consecutive} in a row ≤ target)")
     if pred is not None:
         if pred.epoch is not None:
             ax.axvline(pred.epoch, color="tab:red", lw=1,

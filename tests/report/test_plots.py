@@ -122,3 +122,28 @@ def test_plot_draws_the_earlier_run_the_eta_asked(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     labels = [t.get_text() for t in figures[0].axes[0].get_legend().get_texts()]
     assert any(label.startswith("earlier run job0 at pace") for label in labels), labels
+
+
+def _loss_labels(tmp_path, monkeypatch, recs, target):
+    from coach.report import plots
+
+    figures = []
+    monkeypatch.setattr(plots.plt, "close", figures.append)
+    fit = fit_convergence(progress_of(recs), [r.val_loss for r in recs])
+    plot_job(tmp_path / "job.png", recs, target=target, fit=fit, speed=None)
+    return [t.get_text() for t in figures[0].axes[0].get_legend().get_texts()]
+
+
+@pytest.mark.parametrize(
+    ("n_train", "target", "expected"),
+    [
+        (20, 0.85, "stop rule met at epoch 20"),      # epochs 18-20 ≤ 0.85: the job stopped there
+        (19, 0.85, "stop rule predicted at epoch 20"),  # 18 and 19 ≤ 0.85: one more epoch
+        (15, 0.85, "stop rule predicted at epoch"),     # nothing under the target yet
+    ],
+    ids=["met", "two-in-a-row", "none-yet"],
+)
+def test_loss_panel_counts_the_epochs_already_under_the_target(tmp_path, monkeypatch, n_train, target, expected):
+    labels = _loss_labels(tmp_path, monkeypatch, records(n_train), target)
+    assert any(label.startswith(expected) for label in labels), labels
+    assert sum("stop rule" in label for label in labels) == 1, labels
