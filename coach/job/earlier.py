@@ -16,6 +16,10 @@ MAX_EARLIER = 8
 """Other configurations asked at most (the newest), besides the job's own: each costs a time
 warp at every fit, ~12 ms."""
 
+NONE_FOUND = "-"
+"""Stored as `earlier_job` when a job found no earlier run as it first started, so neither its
+resumption nor `coach plot` asks runs that finished after that."""
+
 
 @dataclass(frozen=True)
 class Earlier:
@@ -32,6 +36,8 @@ def find_earlier(store: Store, job: JobRecord, spec: Mapping[str, Any],
     newest job submitted before it, finished and with enough training epochs: of its own
     configuration, and of at most MAX_EARLIER others, newest first. Which one lies closest is
     decided at every fit."""
+    if job.earlier_job == NONE_FOUND:
+        return []
     if job.earlier_job:
         found = []
         for job_id in job.earlier_job.split(","):

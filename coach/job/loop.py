@@ -27,7 +27,7 @@ from coach.estimate.history import fit_history
 from coach.estimate.progress import progress_of, streak_of
 from coach.estimate.cost import epoch_cost
 from coach.job.coordinator import Coordinator
-from coach.job.earlier import describe, find_earlier
+from coach.job.earlier import NONE_FOUND, describe, find_earlier
 from coach.job.epoch import EpochOutcome, EpochPlan, EpochRunner
 from coach.plan import JobDemand
 from coach.spec import JobSpec
@@ -260,11 +260,12 @@ class JobLoop:
         job = self.store.job(self.run.job_id)
         found = find_earlier(self.store, job, asdict(self.spec), self.n_train)
         self._earlier = [e.run for e in found]
-        ids = ",".join(e.job.job_id for e in found)
-        if found and job.earlier_job != ids:
+        ids = ",".join(e.job.job_id for e in found) or NONE_FOUND
+        if job.earlier_job != ids:
             self.store.update_job(self.run.job_id, earlier_job=ids)
-            self._event("earlier_run", f"the ETA also asks {'the closest of ' if len(found) > 1 else ''}"
-                                       f"{describe(found)}")
+            if found:
+                self._event("earlier_run", f"the ETA also asks {'the closest of ' if len(found) > 1 else ''}"
+                                           f"{describe(found)}")
 
     def _run(self) -> str:
         spec, coord = self.spec, self.run.coordinator

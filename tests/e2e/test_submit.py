@@ -223,3 +223,8 @@ def test_a_resubmitted_model_asks_its_earlier_runs(tmp_path: Path, coach_home: P
     second = json.loads(again.stdout)[0]["job_id"]
     assert message.startswith(f"the ETA also asks {second} (") and "; other batch or optimizer settings)" in message
     assert first not in message
+    # the first found none, and that is stored: `coach plot` asks no run that finished after it started
+    from coach.job.earlier import NONE_FOUND
+    from coach.state.store import Store
+
+    assert Store().job(first).earlier_job == NONE_FOUND

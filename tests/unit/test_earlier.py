@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from coach.job.earlier import MAX_EARLIER, describe, find_earlier
+from coach.job.earlier import MAX_EARLIER, NONE_FOUND, describe, find_earlier
 from coach.state.records import EpochRecord
 from coach.state.store import Store
 
@@ -87,3 +87,11 @@ def test_the_earlier_run_chosen_when_the_job_started_stays_chosen(tmp_path: Path
     assert [e.job.job_id for e in find_earlier(store, store.job("me"), SPEC, None)] == ["a"]
     store.update_job("me", earlier_job="b,gone,a")   # a job deleted since is skipped
     assert [e.job.job_id for e in find_earlier(store, store.job("me"), SPEC, None)] == ["b", "a"]
+
+
+def test_a_job_that_found_none_when_it_started_asks_none_later(tmp_path: Path) -> None:
+    store = Store(tmp_path / "coach.db")
+    add(store, "a", "succeeded")   # finished only after "me" started, say
+    store.create_job("me", "me", "me.yaml", SPEC, 0.1, 1.0)
+    store.update_job("me", earlier_job=NONE_FOUND)
+    assert find_earlier(store, store.job("me"), SPEC, None) == []
