@@ -33,9 +33,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.signal import savgol_filter
-from scipy.special import ndtr
 
 from coach.errors import EstimateError
+from coach.estimate.stop_rule import first_passage
 
 SMOOTH_WINDOW, SMOOTH_ORDER = 5, 2
 """Savitzky-Golay over the earlier run's losses: its noise is not its shape."""
@@ -135,26 +135,13 @@ def closest_first(runs: Sequence[EarlierRun], k: np.ndarray, y: np.ndarray, weig
 
 def passage(levels: np.ndarray, sigma: float, target: float, consecutive: int, start: int = 0,
             streak: int = 0) -> int | None:
-    """Median epoch at which `consecutive` losses in a row, levels[j − 1] + N(0, σ²), are ≤ target,
-    counting from epoch start + 1 with `streak` already under it; None within len(levels)."""
-    if streak >= consecutive:
-        return start
-    begin = max(start, 0) + 1
-    near = np.flatnonzero(levels[begin - 1:] < target + 8.0 * sigma)   # before: p ≈ 0, the run stays 0
-    if near.size == 0:
-        return None
-    if near[0] > 0:
-        begin, streak = begin + int(near[0]), 0
-    run = np.zeros(consecutive)
-    run[min(max(streak, 0), consecutive - 1)] = 1.0
-    done = 0.0
-    for j in range(begin, len(levels) + 1):
-        p = float(ndtr((target - levels[j - 1]) / sigma))
-        done += run[-1] * p
-        if done >= 0.5:
-            return j
-        run = np.concatenate([[run.sum() * (1.0 - p)], run[:-1] * p])
-    return None
+    """Median epoch at which `consecutive` losses in a row, levels[j − 1] + N(0, σ²), are ≤ target
+    (`stop_rule.first_passage`), counting from epoch start + 1 with `streak` already under it;
+    None within len(levels)."""
+    near = np.flatnonzero(levels < target + 8.0 * sigma)
+    p = first_passage(lambda j: levels[j - 1:j], 1, sigma, target, consecutive, start, len(levels), streak,
+                      near[near >= start][0] + 1 if np.any(near >= start) else math.inf)[0]
+    return int(p) if math.isfinite(p) else None
 
 
 @dataclass(frozen=True)
