@@ -165,7 +165,8 @@ def earlier_run_benchmark(consecutive: int) -> dict:
       configuration on the same data and model, one at a time (a mismatch the mix must survive);
     - "first run of a configuration, seeds 2 and 3": with the seed-1 runs of all the other
       configurations on the same data and model at once, the closest one asked (as
-      `convergence_benchmark`'s "others", on other seeds).
+      `convergence_benchmark`'s "others", on other seeds); and the same with those runs cut
+      where each met its highest target (as `convergence_benchmark`'s "others cut").
 
     Targets, N and horizons as in `convergence_benchmark`; "alone" is the same prediction
     without the earlier run (`earlier=()`), on the same cases. No bootstrap: the combined
@@ -191,6 +192,10 @@ def earlier_run_benchmark(consecutive: int) -> dict:
                  if m != n and _model_and_data(n) == _model_and_data(m) and (n, 2) in curves],
              "first run of a configuration, seeds 2 and 3": [
                  ((n, s), [(m, 1) for m in names if m != n and _model_and_data(n) == _model_and_data(m)])
+                 for n in names for s in (2, 3) if (n, s) in curves],
+             "first run of a configuration, seeds 2 and 3, the others cut": [
+                 ((n, s), [(m, 1, "cut") for m in names
+                           if m != n and _model_and_data(n) == _model_and_data(m) and (m, 1, "cut") in earlier])
                  for n in names for s in (2, 3) if (n, s) in curves]}
     out: dict = {}
     for scenario, among in pairs.items():
