@@ -7,7 +7,7 @@ import pytest
 
 from coach.errors import EstimateError
 from coach.estimate import fit_convergence, prepare_earlier_run
-from coach.estimate.earlier_run import passage, smooth
+from coach.estimate.earlier_run import passage
 from coach.estimate.history import same_curve, same_model
 
 TARGET = 0.2
@@ -229,23 +229,3 @@ def test_an_earlier_job_s_tuning_mini_epochs_count_at_their_progress():
     run = earlier_run_of(tuning + _records([1.5, 1.2, 0.8, 0.6, 0.5]), 100.0, "old")
     assert run.progress == (0.25, 0.5, 1.5, 2.5, 3.5, 4.5, 5.5)
     assert earlier_run_of(tuning + _records([1.5, 1.2, 0.8, 0.6]), 100.0, "old") is None   # 4 training epochs
-
-
-@pytest.mark.parametrize(
-    "progress",
-    [
-        pytest.param([0.1, 0.2, 0.3, 0.4, 1.4, 2.4, 3.4, 4.4], id="tuning-mini-epochs-then-epochs"),
-        pytest.param([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], id="evenly-spaced"),
-    ],
-)
-def test_smoothing_keeps_a_quadratic_at_the_points_own_progress(progress):
-    k = np.array(progress)
-    y = 0.5 * k ** 2 - k + 2.0   # the smoother's own order: nothing to remove
-    assert smooth(k, y) == pytest.approx(y, abs=1e-9)
-
-
-def test_smoothing_evenly_spaced_points_is_savitzky_golay():
-    from scipy.signal import savgol_filter
-
-    y = np.random.default_rng(0).normal(1.0, 0.1, 12)
-    assert smooth(np.arange(1.0, 13.0), y) == pytest.approx(savgol_filter(y, 5, 2, mode="interp"), abs=1e-12)
