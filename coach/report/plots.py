@@ -66,7 +66,8 @@ def _loss_panel(ax, epochs: Sequence[EpochRecord], target: float, fit: Convergen
     grid = np.linspace(min(0.1, x.min()) if x.size else 0.1, max(x_end, 1.0), 300)
     if fit is not None:
         ax.plot(grid, fit.predict(grid), "-", color="tab:orange",
-                label=f"fit 1/({fit.b0:.3g}·k + {fit.b1:.3g}) + {fit.b2:.3g}")
+                label=f"fit 1/({fit.b0:.3g}·k + {fit.b1:.3g}) + {fit.b2:.3g}" if fit.b0 > 0
+                else f"fit: flat at {fit.b2:.3g} (a plateau)")
     if pred is not None and pred.earlier is not None:
         w = pred.earlier
         ax.plot(grid, w.run.level(w.c * grid), "--", color="tab:purple", lw=1,

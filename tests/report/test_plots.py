@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from coach.estimate import SpeedSample, fit_convergence, fit_speed
@@ -147,3 +148,11 @@ def test_loss_panel_counts_the_epochs_already_under_the_target(tmp_path, monkeyp
     labels = _loss_labels(tmp_path, monkeypatch, records(n_train), target)
     assert any(label.startswith(expected) for label in labels), labels
     assert sum("stop rule" in label for label in labels) == 1, labels
+
+
+def test_a_plateau_is_labelled_as_one(tmp_path, monkeypatch):
+    noise = np.random.default_rng(1).normal(0, 0.002, 12)
+    recs = [EpochRecord("job1", "training", e, 1, 1, 2.3 + n, 2.3 + n, 1.0, 400, 400.0, 0.01)
+            for e, n in enumerate(noise, start=1)]   # stuck at chance level, training loss too
+    labels = _loss_labels(tmp_path, monkeypatch, recs, target=0.5)
+    assert any(label.startswith("fit: flat at 2.3") for label in labels), labels
