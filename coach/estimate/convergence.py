@@ -92,6 +92,14 @@ FLAT_Z = 2.0
 FLAT_B1 = 1e12
 """A plateau is stored as b0 = 0, b1 = FLAT_B1 (1/b1 ≈ 0), b2 = its level."""
 
+LOCAL_FRACTION = 0.25
+"""The local rate: (b0, b1) refitted with b2 kept on the recent quarter of the progress seen
+(never fewer than TAIL_MIN_POINTS points). The asymptote needs the long window; how fast the
+gap to it closes *now* is a local property, and a curve whose recent half still bends (the end
+of a sigmoid head, a slow second component) is fitted there by an average rate that is not the
+current one. How much the local rate counts is the share of the residual variance of the
+recent half that is misfit rather than noise (see `_misfit_share`)."""
+
 _SEED = 20260101
 TIE = 1e-3
 """Fits whose robust costs differ by less than this fraction count as equally good."""
@@ -131,6 +139,8 @@ class ConvergenceFit:
     noise: float               # epoch-to-epoch noise of the loss: residual_scale corrected for the 3 fitted b
     replicas: tuple[tuple[float, float, float], ...] = ()   # bootstrap (b0, b1, b2)
     earlier: tuple[Warp, ...] = ()   # earlier runs of the same model and data laid over this one, closest first
+    local: tuple[float, float] | None = None   # (b0, b1) refitted on the recent quarter with b2 kept
+    local_weight: float = 0.0   # its share, in log epochs, of the predicted passage (misfit share)
 
     def predict(self, k: float | np.ndarray) -> float | np.ndarray:
         """Predicted loss after `k` epochs of progress."""
@@ -159,6 +169,15 @@ class ConvergenceFit:
         chain = (self.noise, target, consecutive, limit, start, streak)
         point = _passage(np.array([(self.b0, self.b1, self.b2)]), *chain)[0]
         point = int(point) if math.isfinite(point) else None
+        if self.local is not None and self.local_weight > 0.0 and streak < consecutive:
+            # the current rate of the recent quarter, as far as the recent half's residuals are misfit
+            local = _passage(np.array([(*self.local, self.b2)]), *chain)[0]
+            local = int(local) if math.isfinite(local) else None
+            w = self.local_weight
+            if point is None or local is None:
+                point = local if w >= 0.5 else point
+            else:
+                point = int(round(math.exp((1.0 - w) * math.log(max(point, 1)) + w * math.log(max(local, 1)))))
         least = max(start, 0) + max(consecutive - max(streak, 0), 0)   # epochs the rule needs at least
         # before the bootstrap: when an earlier run counts, its interval replaces the replicas'
         asked = self.earlier if streak < consecutive else ()   # once the rule is met, nothing to ask
@@ -311,9 +330,44 @@ def _fit_convergence(k: np.ndarray, y: np.ndarray, bootstrap: int,
     # residuals of a 3-coefficient fit to n points understate the noise by √((n − 3)/n)
     n_tail = int(tail.sum())
     noise = scale * (math.sqrt(n_tail / (n_tail - 3)) if n_tail > 3 else 1.0)
+    local, share = None, 0.0
+    if b[0] > 0.0 and (share := _misfit_share(y[tail], noise)) > 0.0:
+        local = _local_rate(k, y, b, scale)
     return ConvergenceFit(b0=float(b[0]), b1=float(b[1]), b2=float(b[2]), n_points=int(k.size),
                           last_progress=float(k.max()), residual_scale=float(scale), noise=float(noise),
-                          replicas=tuple(replicas))
+                          replicas=tuple(replicas), local=local, local_weight=share if local else 0.0)
+
+
+def _misfit_share(y_tail: np.ndarray, noise: float) -> float:
+    """The share of the recent half's residual variance that is misfit, not noise:
+    1 − (σ_noise / σ_fit)², with σ_noise from the second differences of the losses (for
+    independent noise their variance is 6σ², and a smooth trend barely enters them). A curve
+    the fit follows within its noise gives 0; a smooth curve the fit cannot follow, near 1.
+    Needs 3 second differences (5 points)."""
+    if y_tail.size < 5 or noise <= 0.0:
+        return 0.0
+    pure = _robust_scale(np.diff(y_tail, 2), y_tail) / math.sqrt(6.0)
+    return max(0.0, 1.0 - (pure / noise) ** 2)
+
+
+def _local_rate(k: np.ndarray, y: np.ndarray, b: np.ndarray, scale: float) -> tuple[float, float] | None:
+    """(b0, b1) refitted, robustly, on the recent LOCAL_FRACTION of the progress (at least
+    TAIL_MIN_POINTS points) with the asymptote b2 kept; None if that fails."""
+    cut = min((1.0 - LOCAL_FRACTION) * k.max(), np.sort(k)[-min(TAIL_MIN_POINTS, k.size)])
+    near = k >= cut
+    b2 = float(b[2])
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        return _curve(k[near], x[0], x[1], b2) - y[near]
+
+    try:
+        r = least_squares(residuals, np.clip(b[:2], 1e-12, None), bounds=(0.0, np.inf), method="trf",
+                          x_scale="jac", loss="soft_l1", f_scale=scale, max_nfev=200)
+    except (ValueError, OverflowError, FloatingPointError):
+        return None
+    if not np.all(np.isfinite(r.x)):
+        return None
+    return float(max(r.x[0], 0.0)), float(max(r.x[1], 0.0))
 
 
 def _validate(progress: Sequence[float], losses: Sequence[float],

@@ -251,3 +251,27 @@ def test_overfitting_with_a_falling_training_loss_still_does_not_cross_below_the
     val = np.concatenate([curve(k[:20], 0.5, 1.0, 0.3), curve(20, 0.5, 1.0, 0.3) + 0.01 * np.arange(1, 21)])
     pred = fit_convergence(k, val, train_losses=curve(k, 0.5, 1.0, 0.05)).epochs_to_target(0.2)
     assert not pred.reachable
+
+
+def test_a_recent_half_that_bends_faster_than_the_family_asks_the_recent_quarter():
+    """An exponential decay: the family's average rate over the recent half is slower than the
+    current one, and its residuals there are smooth misfit, not noise."""
+    import dataclasses
+
+    def decay(k):
+        return 0.1 + 2.0 * np.exp(-np.asarray(k, dtype=float) / 15.0)
+
+    k = np.arange(1, 31)
+    y = decay(k) + np.random.default_rng(0).normal(0, 0.002, k.size)
+    target = float(decay(60.5))                # truth: first under it at epoch 61
+    fit = fit_convergence(k, y)
+    plain = dataclasses.replace(fit, local_weight=0.0).epochs_to_target(target).epoch
+    pred = fit.epochs_to_target(target).epoch
+    assert fit.local_weight > 0.9
+    assert abs(pred - 61) < abs(plain - 61), (pred, plain)
+
+
+def test_a_curve_the_family_follows_within_its_noise_keeps_its_fit():
+    k = np.arange(1, 41)
+    y = curve(k, 0.3, 1.0, 0.2) + np.random.default_rng(1).normal(0, 0.01, k.size)
+    assert fit_convergence(k, y).local_weight < 0.1
