@@ -309,10 +309,12 @@ def _fit_convergence(k: np.ndarray, y: np.ndarray, bootstrap: int,
     weights = _weights(k)
     b, scale = _fit(k, y, weights, start=None)
     tail = weights >= 0.5
-    if _flat(k, b, scale, tail) and not _train_falls(k, train, weights, tail):
+    if tail.sum() >= TAIL_MIN_POINTS and _flat(k, b, scale, tail) and not _train_falls(k, train, weights, tail):
         # a plateau: any split of the level into 1/b1 + b2 fits; say what the data say — it
         # is flat here (unless the training loss, far less noisy, still falls over the same
-        # epochs: then the validation scatter is noise)
+        # epochs: then the validation scatter is noise). Never from under TAIL_MIN_POINTS
+        # points: there a fall the family cannot follow (a spike, the end of a slow head)
+        # inflates the residual scale until the fall itself looks like noise
         b = np.array([0.0, FLAT_B1, float(np.median(y[tail]))])
     resid = y - _curve(k, *b)
     replicas: list[tuple[float, float, float]] = []
