@@ -24,7 +24,18 @@ def run(job: dict) -> dict:
     wall, rec, hist = submit_job(job)
     training = [h for h in hist if h["phase"] == "training"]
     return {"wall_s": wall, "status": rec["status"], "spent": rec["spent"], "epochs": len(training),
-            "ws": sorted({(h["workers"], h["servers"]) for h in training})}
+            "ws": _runs([(h["workers"], h["servers"]) for h in training])}
+
+
+def _runs(allocations: list[tuple[int, int]]) -> str:
+    """The training epochs' (w, s) in order, repeats counted: "(2, 1)×3 → (3, 1) → (2, 1)×2"."""
+    runs: list[list] = []
+    for ws in allocations:
+        if runs and runs[-1][0] == ws:
+            runs[-1][1] += 1
+        else:
+            runs.append([ws, 1])
+    return " → ".join(f"{ws}×{n}" if n > 1 else f"{ws}" for ws, n in runs)
 
 
 def main() -> None:
