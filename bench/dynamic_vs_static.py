@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from itertools import groupby
 from pathlib import Path
 
 import yaml
@@ -29,13 +30,8 @@ def run(job: dict) -> dict:
 
 def _runs(allocations: list[tuple[int, int]]) -> str:
     """The training epochs' (w, s) in order, repeats counted: "(2, 1)×3 → (3, 1) → (2, 1)×2"."""
-    runs: list[list] = []
-    for ws in allocations:
-        if runs and runs[-1][0] == ws:
-            runs[-1][1] += 1
-        else:
-            runs.append([ws, 1])
-    return " → ".join(f"{ws}×{n}" if n > 1 else f"{ws}" for ws, n in runs)
+    counted = ((ws, len(list(same))) for ws, same in groupby(allocations))
+    return " → ".join(f"{ws}×{n}" if n > 1 else f"{ws}" for ws, n in counted)
 
 
 def main() -> None:

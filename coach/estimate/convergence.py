@@ -289,8 +289,12 @@ def fit_convergence(progress: Sequence[float], losses: Sequence[float],
 
 def _flat(k: np.ndarray, b: np.ndarray, scale: float, tail: np.ndarray) -> bool:
     """Whether the fitted curve's fall over the recent points is within FLAT_Z standard
-    errors of a linear trend's fall (σ·√(12/n)): then the curve is flat there."""
-    return bool(_curve(k[tail].min(), *b) - _curve(k.max(), *b) < FLAT_Z * scale * math.sqrt(12.0 / tail.sum()))
+    errors of a linear trend's fall (σ·√(12/n)): then the curve is flat there. Never from
+    under TAIL_MIN_POINTS points: there a fall the family cannot follow (a spike, the end of
+    a slow head) inflates the residual scale until the fall itself looks like noise."""
+    n = int(tail.sum())
+    return n >= TAIL_MIN_POINTS and bool(_curve(k[tail].min(), *b) - _curve(k.max(), *b)
+                                         < FLAT_Z * scale * math.sqrt(12.0 / n))
 
 
 def _train_falls(k: np.ndarray, train: np.ndarray | None, weights: np.ndarray, tail: np.ndarray) -> bool:
@@ -309,12 +313,10 @@ def _fit_convergence(k: np.ndarray, y: np.ndarray, bootstrap: int,
     weights = _weights(k)
     b, scale = _fit(k, y, weights, start=None)
     tail = weights >= 0.5
-    if tail.sum() >= TAIL_MIN_POINTS and _flat(k, b, scale, tail) and not _train_falls(k, train, weights, tail):
+    if _flat(k, b, scale, tail) and not _train_falls(k, train, weights, tail):
         # a plateau: any split of the level into 1/b1 + b2 fits; say what the data say — it
         # is flat here (unless the training loss, far less noisy, still falls over the same
-        # epochs: then the validation scatter is noise). Never from under TAIL_MIN_POINTS
-        # points: there a fall the family cannot follow (a spike, the end of a slow head)
-        # inflates the residual scale until the fall itself looks like noise
+        # epochs: then the validation scatter is noise)
         b = np.array([0.0, FLAT_B1, float(np.median(y[tail]))])
     resid = y - _curve(k, *b)
     replicas: list[tuple[float, float, float]] = []
@@ -332,9 +334,8 @@ def _fit_convergence(k: np.ndarray, y: np.ndarray, bootstrap: int,
     # residuals of a 3-coefficient fit to n points understate the noise by √((n − 3)/n)
     n_tail = int(tail.sum())
     noise = scale * (math.sqrt(n_tail / (n_tail - 3)) if n_tail > 3 else 1.0)
-    local, share = None, 0.0
-    if b[0] > 0.0 and (share := _misfit_share(y[tail], noise)) > 0.0:
-        local = _local_rate(k, y, b, scale)
+    share = _misfit_share(y[tail], noise) if b[0] > 0.0 else 0.0
+    local = _local_rate(k, y, b, scale) if share > 0.0 else None
     return ConvergenceFit(b0=float(b[0]), b1=float(b[1]), b2=float(b[2]), n_points=int(k.size),
                           last_progress=float(k.max()), residual_scale=float(scale), noise=float(noise),
                           replicas=tuple(replicas), local=local, local_weight=share if local else 0.0)
@@ -345,8 +346,8 @@ def _misfit_share(y_tail: np.ndarray, noise: float) -> float:
     1 − (σ_noise / σ_fit)², with σ_noise from the second differences of the losses (for
     independent noise their variance is 6σ², and a smooth trend barely enters them). A curve
     the fit follows within its noise gives 0; a smooth curve the fit cannot follow, near 1.
-    Needs 3 second differences (5 points)."""
-    if y_tail.size < 5 or noise <= 0.0:
+    Needs 3 second differences (TAIL_MIN_POINTS = 5 points)."""
+    if y_tail.size < TAIL_MIN_POINTS or noise <= 0.0:
         return 0.0
     pure = _robust_scale(np.diff(y_tail, 2), y_tail) / math.sqrt(6.0)
     return max(0.0, 1.0 - (pure / noise) ** 2)
@@ -355,8 +356,7 @@ def _misfit_share(y_tail: np.ndarray, noise: float) -> float:
 def _local_rate(k: np.ndarray, y: np.ndarray, b: np.ndarray, scale: float) -> tuple[float, float] | None:
     """(b0, b1) refitted, robustly, on the recent LOCAL_FRACTION of the progress (at least
     TAIL_MIN_POINTS points) with the asymptote b2 kept; None if that fails."""
-    cut = min((1.0 - LOCAL_FRACTION) * k.max(), np.sort(k)[-min(TAIL_MIN_POINTS, k.size)])
-    near = k >= cut
+    near = _recent(k, LOCAL_FRACTION)
     b2 = float(b[2])
 
     def residuals(x: np.ndarray) -> np.ndarray:
@@ -404,8 +404,12 @@ def _validate(progress: Sequence[float], losses: Sequence[float],
 
 def _weights(k: np.ndarray) -> np.ndarray:
     """Full weight for the recent half of the progress (at least TAIL_MIN_POINTS points), ~0 before."""
-    cut = min(TAIL_FRACTION * k.max(), np.sort(k)[-min(TAIL_MIN_POINTS, k.size)])
-    return np.where(k >= cut, 1.0, EARLY_WEIGHT)
+    return np.where(_recent(k, TAIL_FRACTION), 1.0, EARLY_WEIGHT)
+
+
+def _recent(k: np.ndarray, fraction: float) -> np.ndarray:
+    """The points in the recent `fraction` of the progress seen, never fewer than TAIL_MIN_POINTS."""
+    return k >= min((1.0 - fraction) * k.max(), np.sort(k)[-min(TAIL_MIN_POINTS, k.size)])
 
 
 def _curve(k: np.ndarray, b0: float, b1: float, b2: float) -> np.ndarray:
