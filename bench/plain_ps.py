@@ -55,7 +55,7 @@ def worker(args: argparse.Namespace) -> None:
     shard = int(os.environ["BENCH_SHARD"])
     for epoch in range(1, args.epochs + 1):
         t0 = time.monotonic()
-        idx = shard_indices(len(data.x_train), epoch, shard, args.workers)
+        idx = shard_indices(len(data.x_train), epoch, shard, args.workers, args.batch_size)
         for i in range(0, len(idx), batch):
             sel = idx[i:i + batch]
             xb, yb = mx.nd.array(data.x_train[sel]), mx.nd.array(data.y_train[sel])

@@ -105,8 +105,8 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
 
     grads = [p.grad() for p in params]
     buffers = [mx.nd.zeros_like(g) for g in grads]
-    idx = shard_indices(len(data.x_train), task.seed, task.shard, task.workers, task.limit)
     global_batch = int(task.hyper["batch_size"])
+    idx = shard_indices(len(data.x_train), task.seed, task.shard, task.workers, global_batch, task.limit)
     batch = max(1, global_batch // task.workers)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     steps = math.ceil(len(idx) / batch)

@@ -1,4 +1,5 @@
-"""Dataset sizes known without loading agree with the loaded data (job files are checked against them)."""
+"""Datasets: sizes known without loading agree with the loaded data (job files are checked against
+them), and the shards every worker draws for an epoch."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coach.data import load_dataset, train_size
+from coach.data import load_dataset, shard_indices, train_size
 from coach.data.datasets import CIFAR_FILES
 from coach.errors import SpecError
 
@@ -65,3 +66,24 @@ def test_a_damaged_cifar10_batch_is_named(tmp_path: Path, override: dict, proble
     with pytest.raises(SpecError) as e:
         load_dataset("cifar10", {"path": str(tmp_path / "c")})
     assert problem in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("n, workers, batch, limit", [
+    (4000, 2, 64, None),    # mnist-5k on (2, s): a last half block of 32
+    (4000, 4, 64, None),
+    (1438, 4, 32, None),    # digits: a last block that 4 does not divide (30 → 7 each)
+    (1000, 2, 64, 300),     # a tuning mini-epoch
+    (100, 3, 64, None),     # 3 workers of a 64 batch: steps of 63
+])
+def test_shards_are_disjoint_equal_and_split_the_same_global_steps(n: int, workers: int, batch: int,
+                                                                  limit: int | None) -> None:
+    shards = [shard_indices(n, 5, k, workers, batch, limit) for k in range(workers)]
+    assert len({len(s) for s in shards}) == 1   # the same number of steps, or dist_sync hangs
+    drawn = np.concatenate(shards)
+    assert len(set(drawn.tolist())) == len(drawn)
+    assert len(drawn) > (limit or n) - workers   # at most a sample per worker left out
+    per = batch // workers
+    alone = shard_indices(n, 5, 0, 1, per * workers, limit)
+    for step in range(len(shards[0]) // per):   # each full global step: one worker's samples, split
+        together = np.concatenate([s[step * per:(step + 1) * per] for s in shards])
+        assert sorted(together.tolist()) == sorted(alone[step * per * workers:(step + 1) * per * workers].tolist())
