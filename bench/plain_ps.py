@@ -37,7 +37,7 @@ def worker(args: argparse.Namespace) -> None:
     import mxnet as mx
     from mxnet import autograd, gluon
 
-    from coach.data import load_dataset, shard_indices
+    from coach.data import load_dataset, shard_steps
     from coach.models import build_model
     from coach.training.epoch import mean_loss
 
@@ -51,18 +51,15 @@ def worker(args: argparse.Namespace) -> None:
     trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": args.lr, "momentum": 0.9},
                             kvstore=kv, update_on_kvstore=False)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    batch = args.batch_size // args.workers
     shard = int(os.environ["BENCH_SHARD"])
     for epoch in range(1, args.epochs + 1):
         t0 = time.monotonic()
-        idx = shard_indices(len(data.x_train), epoch, shard, args.workers, args.batch_size)
-        for i in range(0, len(idx), batch):
-            sel = idx[i:i + batch]
+        for sel, step_samples in shard_steps(len(data.x_train), epoch, shard, args.workers, args.batch_size):
             xb, yb = mx.nd.array(data.x_train[sel]), mx.nd.array(data.y_train[sel])
             with autograd.record():
                 loss = loss_fn(net(xb), yb)
             loss.backward()
-            trainer.step(len(sel) * args.workers)
+            trainer.step(step_samples)
         if kv.rank == 0:
             val = mean_loss(net, data.x_val, data.y_val, mx)
             print(json.dumps({"epoch": epoch, "val_loss": val, "seconds": time.monotonic() - t0}), flush=True)

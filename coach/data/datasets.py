@@ -184,26 +184,23 @@ def load_dataset(name: str, options: dict[str, Any] | None = None) -> Dataset:
     return _LOADED[key]
 
 
-def shard_indices(n_train: int, epoch_seed: int, shard: int, num_shards: int, global_batch: int,
-                  limit: int | None = None) -> np.ndarray:
-    """Indices of one worker's shard for one epoch, in the order it trains on them.
+def shard_steps(n_train: int, epoch_seed: int, shard: int, num_shards: int, global_batch: int,
+                limit: int | None = None) -> list[tuple[np.ndarray, int]]:
+    """One worker's part of each synchronous step of an epoch, with the step's sample count.
 
     All workers draw the same permutation (seeded by the epoch) and take its first `limit`
     samples (a mini-epoch). Global step i trains on the permutation's i-th block of
-    `global_batch` samples, cut into `num_shards` equal parts, one per worker: the summed
-    gradients of a step are the same on every allocation whose worker count divides the
-    batch, so the planner's choice of (w, s) changes an epoch's speed, not what it learns —
-    which is what lets one loss curve be fitted across epochs run on different allocations.
-    A last, partial block is cut the same way (a sample or two of it may be left out when it
-    does not divide). Equal sizes matter: with dist_sync every worker must run the same number
-    of steps or the group hangs.
+    `global_batch` samples, cut into `num_shards` near-equal parts, one per worker. The summed
+    gradients of a step are then the same on every allocation, up to float rounding, so the
+    planner's choice of (w, s) changes an epoch's speed, not what it learns — which is what
+    lets one loss curve be fitted across epochs run on different allocations. A last block
+    too small to give every worker a sample is left out (fewer than `num_shards` samples):
+    with dist_sync every worker must run the same number of steps or the group hangs.
     """
     order = np.random.RandomState(epoch_seed).permutation(n_train)
     if limit is not None:
         order = order[: min(limit, n_train)]
-    per = max(1, global_batch // num_shards)   # each worker's part of a global step
-    full = len(order) // (per * num_shards)
-    blocks = order[: full * per * num_shards].reshape(full, num_shards, per)[:, shard]
-    rest = order[full * per * num_shards:]
-    tail = len(rest) // num_shards
-    return np.concatenate([blocks.reshape(-1), rest[shard * tail:(shard + 1) * tail]])
+    blocks = [order[i:i + global_batch] for i in range(0, len(order), global_batch)]
+    if blocks and len(blocks[-1]) < num_shards:
+        blocks.pop()
+    return [(np.array_split(block, num_shards)[shard], len(block)) for block in blocks]

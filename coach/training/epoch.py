@@ -1,17 +1,17 @@
 """One worker's part of one synchronous parameter-server epoch.
 
-Runs inside a fresh role process (ps-lite membership is fixed per process). The global batch
-stays constant whatever the number of workers, so the loss curve per epoch does not depend on
-(w, s) and the convergence model stays valid when the planner changes them.
+Runs inside a fresh role process (ps-lite membership is fixed per process). Each synchronous
+step trains on the same samples whatever the number of workers (`coach.data.shard_steps`), so
+the loss curve per epoch does not depend on (w, s) and the convergence model stays valid when
+the planner changes them.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
-from coach.data import load_dataset, shard_indices
+from coach.data import load_dataset, shard_steps
 from coach.models import build_model, first_forward
 from coach.roles.protocol import EpochTask
 from coach.training import checkpoint
@@ -105,44 +105,43 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
 
     grads = [p.grad() for p in params]
     buffers = [mx.nd.zeros_like(g) for g in grads]
-    global_batch = int(task.hyper["batch_size"])
-    idx = shard_indices(len(data.x_train), task.seed, task.shard, task.workers, global_batch, task.limit)
-    batch = max(1, global_batch // task.workers)
+    plan = shard_steps(len(data.x_train), task.seed, task.shard, task.workers, int(task.hyper["batch_size"]),
+                       task.limit)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    steps = math.ceil(len(idx) / batch)
+    steps = len(plan)
     startup_s = time.monotonic() - t0
     warm = WARM_STEPS if steps > 2 * WARM_STEPS else 0
     t1 = t_steady = time.monotonic()
     loss_sum = mx.nd.zeros((1,), ctx=ctx)
-    for i in range(steps):
+    for i, (sel, step_samples) in enumerate(plan):
         if i == warm and warm:
             mx.nd.waitall()
             t_steady = time.monotonic()
-        sel = idx[i * batch:(i + 1) * batch]
         xb, yb = mx.nd.array(data.x_train[sel], ctx=ctx), mx.nd.array(data.y_train[sel], ctx=ctx)
         with autograd.record():
             loss = loss_fn(net(xb), yb)
         loss.backward()
         _allreduce(kv, grads, buffers)
-        trainer.step(len(sel) * task.workers)
+        trainer.step(step_samples)   # the mean gradient of the whole synchronous step
         loss_sum += loss.sum()
-    train_loss = float(loss_sum.asscalar()) / max(1, len(idx))
+    samples = sum(len(sel) for sel, _ in plan)
+    train_loss = float(loss_sum.asscalar()) / max(1, samples)
     if state:   # the mean over the workers: the checkpoint and every worker's validation agree
         _allreduce(kv, [p.data() for p in state], [p.data().copy() for p in state], first_key=len(params))
         for p in state:
             p.data()[:] = p.data() / task.workers
     t2 = time.monotonic()
     duration = t2 - t1
-    steady_samples = len(idx) - min(warm * batch, len(idx))
+    steady_samples = samples - sum(len(sel) for sel, _ in plan[:warm])
 
     result: dict[str, Any] = {
         "role": "worker", "rank": kv.rank, "shard": task.shard, "train_loss": train_loss,
-        "samples": int(len(idx)), "steps": steps, "duration_s": duration,
+        "samples": samples, "steps": steps, "duration_s": duration,
         "steady_samples": int(steady_samples), "steady_s": t2 - t_steady, "startup_s": startup_s,
         "checkpoint": None,
     }
     if kv.rank == 0:
-        seen = int(meta.get("samples_seen", 0)) + len(idx) * task.workers
+        seen = int(meta.get("samples_seen", 0)) + sum(n for _, n in plan)
         checkpoint.save(task.checkpoint_out, net, trainer,
                         {"job_id": task.job_id, "epoch": task.epoch, "samples_seen": seen})
         result["checkpoint"] = task.checkpoint_out

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from coach.backends.local import LocalBackend
-from coach.data import load_dataset, shard_indices
+from coach.data import load_dataset, shard_steps
 from coach.job.epoch import EpochPlan, EpochRunner
 from coach.models import build_model
 from coach.training.epoch import mean_loss
@@ -31,9 +31,7 @@ def _single_process(epochs: int) -> list[float]:
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     vals = []
     for epoch in range(1, epochs + 1):
-        idx = shard_indices(len(data.x_train), epoch, 0, 1, 64)
-        for i in range(0, len(idx), 64):
-            sel = idx[i:i + 64]
+        for sel, _ in shard_steps(len(data.x_train), epoch, 0, 1, 64):
             with autograd.record():
                 loss = loss_fn(net(mx.nd.array(data.x_train[sel])), mx.nd.array(data.y_train[sel]))
             loss.backward()
@@ -88,19 +86,22 @@ def test_model_state_outside_the_gradients_is_the_same_in_checkpoint_and_validat
     assert out.val_loss == pytest.approx(mean_loss(net, data.x_val, data.y_val, mx), rel=1e-5)
 
 
-def test_a_step_learns_the_same_on_every_allocation_that_divides_the_batch(tmp_path: Path) -> None:
+def test_a_step_learns_the_same_on_every_allocation(tmp_path: Path) -> None:
     """The planner changes (w, s) between epochs and Coach fits one loss curve across them:
     sound only if the allocation changes an epoch's speed, not what it learns. Each global
-    step takes the same 64 samples on (1, 1), (2, 1) and (4, 2), split across the workers, so
-    the summed gradients agree up to float rounding: after 10 steps the losses agree to 1e-8.
-    (Before, each worker walked its own contiguous part of the epoch: after a whole epoch
-    (2, 1)'s validation loss was 0.239 against (1, 1)'s 0.298. Over a whole epoch the
-    rounding itself grows in LeNet's chaotic take-off: 0.25% after 30 steps, 4% after 63.)"""
+    step takes the same 64 samples on (1, 1), (2, 1), (3, 1) and (4, 2), split across the
+    workers (22, 21, 21 on 3), so the summed gradients agree up to float rounding. The servers
+    add the workers' gradients in the order they arrive, so with 3 or more workers the rounding
+    varies from run to run: after these 10 steps the losses agreed to 1e-8 in 17 of 18 runs
+    and to 7e-5 in one. (Before, each worker walked its own contiguous part of the epoch: the
+    losses differed by 6e-3 here, and after a whole epoch (2, 1)'s validation loss was 0.239
+    against (1, 1)'s 0.298. Over a whole epoch the rounding itself grows in LeNet's chaotic
+    take-off: 0.25% after 30 steps, 4% after 63.)"""
     backend = LocalBackend(cpu=2)
     runner = EpochRunner(backend, tmp_path, max_retries=0, on_event=lambda *_: None)
     out = {}
     try:
-        for w, s in ((1, 1), (2, 1), (4, 2)):
+        for w, s in ((1, 1), (2, 1), (3, 1), (4, 2)):
             out[w, s] = runner.run(EpochPlan(job_id="alloc", phase="tuning", epoch=1, workers=w, servers=s,
                                              seed=7, limit=640, deadline_s=600, checkpoint_in=None,
                                              checkpoint_out=str(tmp_path / f"ck{w}{s}"),
@@ -108,7 +109,7 @@ def test_a_step_learns_the_same_on_every_allocation_that_divides_the_batch(tmp_p
                                                    "hyper": HYPER}))
     finally:
         backend.close()
-    for alloc in ((2, 1), (4, 2)):
+    for alloc in ((2, 1), (3, 1), (4, 2)):
         assert out[alloc].samples == out[1, 1].samples == 640
-        assert out[alloc].val_loss == pytest.approx(out[1, 1].val_loss, rel=1e-6)
-        assert out[alloc].train_loss == pytest.approx(out[1, 1].train_loss, rel=1e-6)
+        assert out[alloc].val_loss == pytest.approx(out[1, 1].val_loss, rel=1e-3)
+        assert out[alloc].train_loss == pytest.approx(out[1, 1].train_loss, rel=1e-3)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coach.data import load_dataset, shard_indices, train_size
+from coach.data import load_dataset, shard_steps, train_size
 from coach.data.datasets import CIFAR_FILES
 from coach.errors import SpecError
 
@@ -68,22 +68,21 @@ def test_a_damaged_cifar10_batch_is_named(tmp_path: Path, override: dict, proble
     assert problem in str(e.value), str(e.value)
 
 
-@pytest.mark.parametrize("n, workers, batch, limit", [
-    (4000, 2, 64, None),    # mnist-5k on (2, s): a last half block of 32
-    (4000, 4, 64, None),
-    (1438, 4, 32, None),    # digits: a last block that 4 does not divide (30 → 7 each)
-    (1000, 2, 64, 300),     # a tuning mini-epoch
-    (100, 3, 64, None),     # 3 workers of a 64 batch: steps of 63
+@pytest.mark.parametrize("n, workers, batch, limit, left_out", [
+    (4000, 2, 64, None, 0),    # mnist-5k on (2, s): a last block of 32
+    (4000, 3, 64, None, 0),    # 3 workers of a 64 batch: parts of 22, 21, 21
+    (1438, 4, 32, None, 0),    # digits: a last block of 30 that 4 does not divide
+    (1000, 2, 64, 300, 0),     # a tuning mini-epoch
+    (129, 4, 64, None, 1),     # a last block of 1 cannot feed 4 workers: left out
 ])
-def test_shards_are_disjoint_equal_and_split_the_same_global_steps(n: int, workers: int, batch: int,
-                                                                  limit: int | None) -> None:
-    shards = [shard_indices(n, 5, k, workers, batch, limit) for k in range(workers)]
+def test_every_allocation_splits_the_same_global_steps(n: int, workers: int, batch: int, limit: int | None,
+                                                        left_out: int) -> None:
+    alone = shard_steps(n, 5, 0, 1, batch, limit)
+    shards = [shard_steps(n, 5, k, workers, batch, limit) for k in range(workers)]
     assert len({len(s) for s in shards}) == 1   # the same number of steps, or dist_sync hangs
-    drawn = np.concatenate(shards)
-    assert len(set(drawn.tolist())) == len(drawn)
-    assert len(drawn) > (limit or n) - workers   # at most a sample per worker left out
-    per = batch // workers
-    alone = shard_indices(n, 5, 0, 1, per * workers, limit)
-    for step in range(len(shards[0]) // per):   # each full global step: one worker's samples, split
-        together = np.concatenate([s[step * per:(step + 1) * per] for s in shards])
-        assert sorted(together.tolist()) == sorted(alone[step * per * workers:(step + 1) * per * workers].tolist())
+    drawn = np.concatenate([sel for s in shards for sel, _ in s])
+    assert len(set(drawn.tolist())) == len(drawn) == (limit or n) - left_out
+    for step, (samples, size) in enumerate(alone[:len(shards[0])]):
+        parts = [s[step] for s in shards]
+        assert {n for _, n in parts} == {size}   # every worker scales by the whole step's count
+        assert sorted(np.concatenate([sel for sel, _ in parts]).tolist()) == sorted(samples.tolist())
