@@ -39,7 +39,7 @@ def worker(args: argparse.Namespace) -> None:
 
     from coach.data import load_dataset, shard_steps
     from coach.models import build_model
-    from coach.training.epoch import mean_loss
+    from coach.training.epoch import _allreduce, mean_loss
 
     ds = dataset_spec(args.dataset)
     data = load_dataset(ds["name"], {k: v for k, v in ds.items() if k != "name"})
@@ -48,8 +48,16 @@ def worker(args: argparse.Namespace) -> None:
     net.initialize(mx.init.Xavier())
     net(mx.nd.zeros((1,) + data.sample_shape))
     kv = mx.kv.create("dist_sync")
-    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": args.lr, "momentum": 0.9},
-                            kvstore=kv, update_on_kvstore=False)
+    # gradients summed as Coach's workers sum them (out of place: the Trainer's own in-place
+    # pushpull left 2 workers waiting on each other for good in MXNet 1.9), updated locally
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": args.lr, "momentum": 0.9}, kvstore=None)
+    params = [p for p in net.collect_params().values() if p.grad_req != "null"]
+    for i, p in enumerate(params):
+        kv.init(i, p.data())
+    for i, p in enumerate(params):   # every worker starts from rank 0's initial weights
+        kv.pull(i, out=p.data())
+    grads = [p.grad() for p in params]
+    buffers = [mx.nd.zeros_like(g) for g in grads]
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     shard = int(os.environ["BENCH_SHARD"])
     for epoch in range(1, args.epochs + 1):
@@ -59,6 +67,7 @@ def worker(args: argparse.Namespace) -> None:
             with autograd.record():
                 loss = loss_fn(net(xb), yb)
             loss.backward()
+            _allreduce(kv, grads, buffers)
             trainer.step(step_samples)
         if kv.rank == 0:
             val = mean_loss(net, data.x_val, data.y_val, mx)
