@@ -48,8 +48,8 @@ def worker(args: argparse.Namespace) -> None:
     net.initialize(mx.init.Xavier())
     net(mx.nd.zeros((1,) + data.sample_shape))
     kv = mx.kv.create("dist_sync")
-    # gradients summed as Coach's workers sum them (out of place: the Trainer's own in-place
-    # pushpull left 2 workers waiting on each other for good in MXNet 1.9), updated locally
+    # gradients summed as Coach's workers sum them, updated locally: through the Trainer's own
+    # kvstore path (update_on_kvstore=False) 2 workers stopped at a ps-lite barrier for good
     trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": args.lr, "momentum": 0.9}, kvstore=None)
     params = [p for p in net.collect_params().values() if p.grad_req != "null"]
     for i, p in enumerate(params):
