@@ -1,6 +1,6 @@
 """Coach's epochs compute what plain training computes: a distributed (1, 1) epoch through the
-role functions equals a single-process epoch, and resuming from a checkpoint with fresh
-processes continues exactly."""
+role functions equals a single-process epoch, resuming from a checkpoint with fresh
+processes continues exactly, and other allocations train the same steps."""
 
 from __future__ import annotations
 

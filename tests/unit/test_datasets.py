@@ -84,5 +84,5 @@ def test_every_allocation_splits_the_same_global_steps(n: int, workers: int, bat
     assert len(set(drawn.tolist())) == len(drawn) == (limit or n) - left_out
     for step, (samples, size) in enumerate(alone[:len(shards[0])]):
         parts = [s[step] for s in shards]
-        assert {n for _, n in parts} == {size}   # every worker scales by the whole step's count
+        assert {count for _, count in parts} == {size}   # every worker scales by the whole step's count
         assert sorted(np.concatenate([sel for sel, _ in parts]).tolist()) == sorted(samples.tolist())
