@@ -35,7 +35,7 @@ def _optimizer(hyper: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return name, params
 
 
-def _allreduce(kv: Any, arrays: list[Any], buffers: list[Any], first_key: int = 0) -> None:
+def allreduce(kv: Any, arrays: list[Any], buffers: list[Any], first_key: int = 0) -> None:
     """Replace each array by its sum over all workers, in one round trip per array (dist_sync:
     the servers answer once every worker's share is merged); kvstore keys from `first_key`.
 
@@ -121,13 +121,13 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
         with autograd.record():
             loss = loss_fn(net(xb), yb)
         loss.backward()
-        _allreduce(kv, grads, buffers)
+        allreduce(kv, grads, buffers)
         trainer.step(step_samples)   # the mean gradient of the whole synchronous step
         loss_sum += loss.sum()
     samples = sum(len(sel) for sel, _ in plan)
     train_loss = float(loss_sum.asscalar()) / max(1, samples)
     if state:   # the mean over the workers: the checkpoint and every worker's validation agree
-        _allreduce(kv, [p.data() for p in state], [p.data().copy() for p in state], first_key=len(params))
+        allreduce(kv, [p.data() for p in state], [p.data().copy() for p in state], first_key=len(params))
         for p in state:
             p.data()[:] = p.data() / task.workers
     t2 = time.monotonic()
@@ -137,7 +137,7 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
     result: dict[str, Any] = {
         "role": "worker", "rank": kv.rank, "shard": task.shard, "train_loss": train_loss,
         "samples": samples, "steps": steps, "duration_s": duration,
-        "steady_samples": int(steady_samples), "steady_s": t2 - t_steady, "startup_s": startup_s,
+        "steady_samples": steady_samples, "steady_s": t2 - t_steady, "startup_s": startup_s,
         "checkpoint": None,
     }
     if kv.rank == 0:
