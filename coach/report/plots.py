@@ -56,6 +56,13 @@ def _loss_panel(ax, epochs: Sequence[EpochRecord], target: float, fit: Convergen
     y = np.array([e.val_loss for e in epochs], dtype=float)
     tuning = np.array([e.phase == "tuning" for e in epochs], dtype=bool)
     x_end = float(x.max()) if x.size else 1.0
+    tuned = float(x[tuning].max()) if tuning.any() else 0.0
+
+    def training_epoch(progress: float) -> int:
+        """The x axis counts tuning as fractions of an epoch; labels count training epochs,
+        as `coach status` and `coach history` do."""
+        return max(1, int(round(progress - tuned)))
+
     met = streak_of(epochs, target) >= consecutive   # a finished job: where it stopped is a fact
     pred = None
     if fit is not None and not met:
@@ -79,18 +86,19 @@ def _loss_panel(ax, epochs: Sequence[EpochRecord], target: float, fit: Convergen
     ax.axhline(target, color="tab:green", ls="--", lw=1, label=f"target {target:g}")
     if met:
         ax.axvline(x[-1], color="tab:red", lw=1,
-                   label=f"stop rule met at epoch {epochs[-1].epoch} ({consecutive} in a row ≤ target)")
+                   label=f"stop rule met at training epoch {epochs[-1].epoch} ({consecutive} in a row ≤ target)")
     if pred is not None:
         if pred.epoch is not None:
             ax.axvline(pred.epoch, color="tab:red", lw=1,
-                       label=f"stop rule predicted at epoch {pred.epoch}")
+                       label=f"stop rule predicted at training epoch {training_epoch(pred.epoch)}")
             if pred.lo is not None:
+                hi = "never" if pred.hi is None else training_epoch(pred.hi)
                 ax.axvspan(pred.lo, pred.hi if pred.hi is not None else x_end, color="tab:red", alpha=0.12,
-                           label=f"80% interval [{pred.lo}, {pred.hi if pred.hi is not None else 'never'}]")
+                           label=f"80% interval [{training_epoch(pred.lo)}, {hi}]")
         else:
             ax.axhline(pred.asymptote, color="tab:red", ls=":", lw=1,
                        label=f"unreachable: asymptote {pred.asymptote:.3g}")
-    ax.set_xlabel("training progress (epochs)")
+    ax.set_xlabel("training progress (epochs; tuning mini-epochs count as fractions)")
     ax.set_ylabel("validation loss")
     ax.set_title("convergence")
     if y.size and np.all(y > 0) and y.max() / max(y.min(), 1e-12) > 20:

@@ -15,10 +15,10 @@ from coach.state.records import EpochRecord
 CURVE = Path(__file__).resolve().parents[2] / "bench" / "curves" / "mnist5k_mlp_sgd_lr0.003.csv"
 
 
-def records(n_train: int = 20) -> list[EpochRecord]:
+def records(n_train: int = 20, tuning_samples: int = 400) -> list[EpochRecord]:
     with CURVE.open() as fh:
         rows = list(csv.DictReader(fh))
-    out = [EpochRecord("job1", "tuning", i, w, s, 2.3, 2.3 - 0.05 * i, 5.0, 400, 80.0 * w, 0.01)
+    out = [EpochRecord("job1", "tuning", i, w, s, 2.3, 2.3 - 0.05 * i, 5.0, tuning_samples, 80.0 * w, 0.01)
            for i, (w, s) in enumerate([(1, 1), (2, 1), (1, 2), (2, 2)], start=1)]
     for r in rows[:n_train]:
         e = int(r["epoch"])
@@ -136,16 +136,20 @@ def _loss_labels(tmp_path, monkeypatch, recs, target):
 
 
 @pytest.mark.parametrize(
-    ("n_train", "target", "expected"),
+    ("n_train", "tuning_samples", "target", "expected"),
     [
-        (20, 0.85, "stop rule met at epoch 20"),      # epochs 18-20 ≤ 0.85: the job stopped there
-        (19, 0.85, "stop rule predicted at epoch 20"),  # 18 and 19 ≤ 0.85: one more epoch
-        (15, 0.85, "stop rule predicted at epoch"),     # nothing under the target yet
+        (20, 400, 0.85, "stop rule met at training epoch 20"),        # epochs 18-20 ≤ 0.85: it stopped there
+        (19, 400, 0.85, "stop rule predicted at training epoch 20"),  # 18 and 19 ≤ 0.85: one more epoch
+        (15, 400, 0.85, "stop rule predicted at training epoch"),     # nothing under the target yet
+        # four mini-epochs of a quarter epoch each put training epoch 19 at progress 20: the label
+        # still counts training epochs, as `coach status` does (it read "epoch 21" before)
+        (19, 1000, 0.85, "stop rule predicted at training epoch 20"),
     ],
-    ids=["met", "two-in-a-row", "none-yet"],
+    ids=["met", "two-in-a-row", "none-yet", "after-a-whole-epoch-of-tuning"],
 )
-def test_loss_panel_counts_the_epochs_already_under_the_target(tmp_path, monkeypatch, n_train, target, expected):
-    labels = _loss_labels(tmp_path, monkeypatch, records(n_train), target)
+def test_loss_panel_counts_the_epochs_already_under_the_target(tmp_path, monkeypatch, n_train, tuning_samples,
+                                                              target, expected):
+    labels = _loss_labels(tmp_path, monkeypatch, records(n_train, tuning_samples), target)
     assert any(label.startswith(expected) for label in labels), labels
     assert sum("stop rule" in label for label in labels) == 1, labels
 
