@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from coach.data import train_size
 from coach.errors import CoachError, SpecError
 from coach.state.store import Store
 
@@ -33,11 +34,22 @@ def plot(job_id: str = typer.Argument(...),
     if not epochs:
         raise CoachError(f"{job.job_id} has no recorded epochs yet; nothing to plot")
     spec = store.spec(job.job_id)
-    earlier = [e.run for e in find_earlier(store, job, spec, None)]   # the runs the job's ETA asked
-    fit, speed = fit_history(epochs, int(spec.get("batch_size", 64)), None, earlier=earlier)
+    n_train = _epoch_size(spec)
+    earlier = [e.run for e in find_earlier(store, job, spec, n_train)]   # the runs the job's ETA asked
+    fit, speed = fit_history(epochs, int(spec.get("batch_size", 64)), n_train, earlier=earlier)
     try:
         path = plot_job(output, epochs, job.target_loss, fit, speed, consecutive=int(spec.get("consecutive", 3)),
-                        title=f"{job.job_id} ({job.status})")
+                        title=f"{job.job_id} ({job.status})", samples_per_epoch=n_train)
     except OSError as e:
         raise CoachError(f"{output}: cannot write the plot: {e.strerror or e}") from None
     print(path)
+
+
+def _epoch_size(spec: dict) -> float | None:
+    """The training split's size, as the job loop counts an epoch, so that tuning mini-epochs
+    sit where its fit put them. None (the training epochs' size decides) for a CIFAR-10 folder,
+    which may hold less than the full set."""
+    dataset = spec.get("dataset") or {}
+    if dataset.get("name") in (None, "cifar10"):
+        return None
+    return float(train_size(dataset["name"], dataset))

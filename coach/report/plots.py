@@ -35,13 +35,17 @@ from coach.state.records import EpochRecord  # noqa: E402
 
 
 def plot_job(out: Path, epochs: Sequence[EpochRecord], target: float, fit: ConvergenceFit | None,
-             speed: SpeedModel | None, consecutive: int = 3, title: str | None = None) -> Path:
-    """Draw the three panels into `out` (PNG) and return its path."""
+             speed: SpeedModel | None, consecutive: int = 3, title: str | None = None,
+             samples_per_epoch: float | None = None) -> Path:
+    """Draw the three panels into `out` (PNG) and return its path. `samples_per_epoch`: the
+    training split's size, which places tuning mini-epochs where the job loop's fit did
+    (None: the training epochs' median, see `progress_of`)."""
     out = Path(out)
     fig, (ax_loss, ax_ws, ax_speed) = plt.subplots(1, 3, figsize=(16, 4.8))
     fig.suptitle(title or (f"job {epochs[0].job_id}" if epochs else "job"))
-    _loss_panel(ax_loss, epochs, target, fit, consecutive)
-    _ws_panel(ax_ws, epochs)
+    x = np.array(progress_of(epochs, samples_per_epoch), dtype=float)
+    _loss_panel(ax_loss, x, epochs, target, fit, consecutive)
+    _ws_panel(ax_ws, x, epochs)
     _speed_panel(fig, ax_speed, epochs, speed)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -50,9 +54,8 @@ def plot_job(out: Path, epochs: Sequence[EpochRecord], target: float, fit: Conve
     return out
 
 
-def _loss_panel(ax, epochs: Sequence[EpochRecord], target: float, fit: ConvergenceFit | None,
+def _loss_panel(ax, x: np.ndarray, epochs: Sequence[EpochRecord], target: float, fit: ConvergenceFit | None,
                 consecutive: int) -> None:
-    x = np.array(progress_of(epochs), dtype=float)
     y = np.array([e.val_loss for e in epochs], dtype=float)
     tuning = np.array([e.phase == "tuning" for e in epochs], dtype=bool)
     x_end = float(x.max()) if x.size else 1.0
@@ -107,8 +110,7 @@ def _loss_panel(ax, epochs: Sequence[EpochRecord], target: float, fit: Convergen
     ax.grid(alpha=0.3)
 
 
-def _ws_panel(ax, epochs: Sequence[EpochRecord]) -> None:
-    x = np.array(progress_of(epochs), dtype=float)
+def _ws_panel(ax, x: np.ndarray, epochs: Sequence[EpochRecord]) -> None:
     ax.step(x, [e.workers for e in epochs], where="post", marker="o", ms=3, label="workers w")
     ax.step(x, [e.servers for e in epochs], where="post", marker="s", ms=3, label="servers s")
     for xi, e in zip(x, epochs):

@@ -62,10 +62,38 @@ def stored_job(tmp_path, monkeypatch):
 
     monkeypatch.setenv("COACH_HOME", str(tmp_path / "home"))
     store = Store()
-    store.create_job("job1", "job", "x.yaml", {"batch_size": 64, "consecutive": 3}, 0.45, 1.0)
+    spec = {"dataset": {"name": "mnist-5k"}, "batch_size": 64, "consecutive": 3}   # 4000 training samples
+    store.create_job("job1", "job", "x.yaml", spec, 0.45, 1.0)
     for r in records(8):
         store.record_epoch(r)
     return store
+
+
+def test_plot_places_tuning_where_the_job_loop_fitted_it(tmp_path, monkeypatch):
+    """Before any training epoch, a mini-epoch counts its share of the training split, as in
+    the job loop; not the largest mini-epoch as a whole epoch (1, 2, 3 before)."""
+    import typer
+    from typer.testing import CliRunner
+
+    from coach.cli.plot import plot
+    from coach.data import train_size
+    from coach.report import plots
+    from coach.state.store import Store
+
+    monkeypatch.setenv("COACH_HOME", str(tmp_path / "home"))
+    store = Store()
+    store.create_job("job1", "job", "x.yaml", {"dataset": {"name": "digits"}, "batch_size": 64}, 0.45, 1.0)
+    for i, loss in enumerate([1.9, 1.2, 0.8], start=1):
+        store.record_epoch(EpochRecord("job1", "tuning", i, i, 1, loss + 0.1, loss, 2.0, 1024, 500.0, 0.001))
+    figures = []
+    monkeypatch.setattr(plots.plt, "close", figures.append)
+    app = typer.Typer()
+    app.command()(plot)
+    result = CliRunner().invoke(app, ["job1", "-o", str(tmp_path / "job.png")], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    [points] = [line for line in figures[0].axes[0].get_lines() if line.get_label() == "tuning mini-epochs"]
+    n = train_size("digits", {})
+    assert list(points.get_xdata()) == pytest.approx([1024 / n, 2048 / n, 3072 / n])
 
 
 @pytest.mark.parametrize(
