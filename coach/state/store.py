@@ -224,7 +224,9 @@ class Store:
         q = "SELECT * FROM epochs WHERE job_id = ?" + (" AND phase = ?" if phase else "")
         args = (self.resolve(job_id),) + ((phase,) if phase else ())
         with self._connect() as c:
-            rows = c.execute(q + " ORDER BY started_at, phase DESC, epoch", args).fetchall()
+            # tuning before training, each by epoch number: the stop rule reads this order, which
+            # must not follow the wall clock (a clock stepped back would reorder epochs)
+            rows = c.execute(q + " ORDER BY phase = 'training', epoch", args).fetchall()
         return [EpochRecord(**{k: r[k] for k in _EPOCH_COLUMNS}) for r in rows]
 
     # -- events ----------------------------------------------------------------------------

@@ -32,6 +32,20 @@ def test_job_ids_match_as_plain_prefixes(store: Store, given: str, found: str | 
         assert store.resolve(given) == found
 
 
+def test_epochs_come_back_tuning_first_then_by_epoch_whatever_the_clock(store: Store) -> None:
+    """The stop rule reads the history in order; a clock stepped back (NTP) between two epochs
+    must not reorder them."""
+    from coach.state.records import EpochRecord
+
+    store.create_job("j-000000", "j", "x.yaml", {}, 0.1, 1.0)
+    clock = {("tuning", 1): 500.0, ("tuning", 2): 100.0, ("training", 1): 400.0, ("training", 2): 50.0,
+             ("training", 3): 300.0}
+    for (phase, epoch), t in clock.items():
+        store.record_epoch(EpochRecord("j-000000", phase, epoch, 1, 1, 1.0, 1.0, 1.0, 10, 10.0, 0.0,
+                                       started_at=t, finished_at=t + 1))
+    assert [(e.phase, e.epoch) for e in store.epochs("j-000000")] == list(clock)
+
+
 def test_a_damaged_store_is_named_not_a_traceback(store: Store) -> None:
     store.create_job("j-000000", "j", "x.yaml", {}, 0.1, 1.0)
     with open(store.path, "r+b") as fh:   # the jobs table's page
