@@ -301,6 +301,10 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
     if batch_size > n_train:
         raise r.fail("batch_size", f"{batch_size} is more than the {n_train} training samples of "
                                    f"{dataset['name']}: every epoch would be a single step")
+    tuning_samples = r.number("tuning_samples", 1024, integer=True, ge=1)
+    if tuning_samples < batch_size:
+        raise r.fail("tuning_samples", f"must be >= batch_size ({batch_size}): a mini-epoch shorter than one "
+                                       f"synchronous step measures no speed, got {tuning_samples}")
     prices = data.get("prices")
     prices = {} if prices is None else prices
     if not isinstance(prices, dict) or set(prices) - {"cpu_core_second", "gib_second"}:
@@ -322,7 +326,7 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
         workers=workers, servers=servers, max_workers=max_workers, max_servers=max_servers,
         resources=_resources(r), scheduler=r.choice("scheduler", ("default", "gang"), "default"),
         consecutive=consecutive, max_epochs=max_epochs,
-        tuning_samples=r.number("tuning_samples", 1024, integer=True, ge=1),
+        tuning_samples=tuning_samples,
         max_retries=r.number("max_retries", 3, integer=True, ge=0),
         seed=r.number("seed", 0, integer=True, ge=0),
         prices=Prices(r.number("cpu_core_second", DEFAULT_CPU_CORE_SECOND_PRICE, ge=0, data=prices, prefix="prices."),

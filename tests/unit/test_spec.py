@@ -93,6 +93,8 @@ BROKEN = [
     ("bad-role", dict(GOOD, resources={"gpu": {"cpu": 1}}), "resources.gpu", "unknown role"),
     ("bad-optimizer", dict(GOOD, optimizer="lbfgs"), "optimizer", "must be one of"),
     ("batch-below-workers", dict(GOOD, batch_size=2, max_workers=4), "batch_size", ">= max_workers"),
+    # accepted before, then every (2, 1) mini-epoch failed its 4 attempts: "limit: must be >= workers"
+    ("tuning-below-one-step", dict(GOOD, tuning_samples=1), "tuning_samples", "must be >= batch_size (64)"),
     ("bool-as-number", dict(GOOD, learning_rate=True), "learning_rate", "must be a number"),
     ("infinite", dict(GOOD, target_loss=float("inf")), "target_loss", "finite"),
     ("not-a-number", dict(GOOD, budget=float("nan")), "budget", "finite"),
