@@ -21,7 +21,7 @@ from typing import Any
 
 from coach.backends.base import Backend
 from coach.data import load_dataset
-from coach.errors import CoachError, Diverged, EpochFailed, SpecError
+from coach.errors import BackendError, CoachError, Diverged, EpochFailed, SpecError
 from coach.estimate import EarlierRun, Eta, epoch_budget, eta, measured_cost
 from coach.estimate.history import fit_history
 from coach.estimate.progress import progress_of, streak_of
@@ -285,7 +285,11 @@ class JobLoop:
             # mini-epoch instead of delaying each later one (scaled-down replicas stay warm)
             for role, n in (("scheduler", 1), ("worker", max(w for w, _ in configs)),
                             ("server", max(s for _, s in configs))):
-                self.run.backend.deploy(self.run.job_id, role, n)
+                try:
+                    self.run.backend.deploy(self.run.job_id, role, n)
+                except BackendError as e:   # only a head start: each epoch deploys what it needs, with retries
+                    self._event("deploy_failed", f"starting {n} {role} function(s) ahead of tuning: {e}; "
+                                "each mini-epoch starts what it needs")
             for i, (w, s) in enumerate(configs):
                 if self._stop_requested():
                     return self._finish("stopped", "stopped by request during tuning")

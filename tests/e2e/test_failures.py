@@ -99,3 +99,38 @@ def test_a_diverging_job_fails_at_once_and_cannot_be_resumed(tmp_path: Path, coa
     assert again.returncode == 1 and "Traceback" not in again.stderr
     assert f"submit {job} again with a lower learning_rate (it is 1e+06)" in again.stderr, again.stderr
     assert json.loads(run_coach("status", rec["job_id"], "--json", check=True).stdout)[0]["status"] == "failed"
+
+
+def test_a_failed_head_start_of_tuning_does_not_fail_the_job(tmp_path: Path, coach_home: Path) -> None:
+    """Tuning starts every function it will use ahead of the first mini-epoch. That start is only
+    a head start: if it fails (a replica slow to come up), the job goes on and each mini-epoch
+    deploys what it needs, with its retries. Before, the job failed at once. The failure is
+    injected into the real local backend's first deploy: a replica that will not start cannot be
+    provoked reliably from outside."""
+    from coach.backends.local import LocalBackend
+    from coach.errors import BackendError
+    from coach.job.submit import register, run_jobs
+    from coach.spec import parse_spec
+    from coach.state.store import Store
+    from tests.conftest import FAST_JOB
+
+    class FirstDeployFails(LocalBackend):
+        calls = 0
+
+        def deploy(self, job_id: str, role: str, replicas: int) -> None:
+            FirstDeployFails.calls += 1
+            if FirstDeployFails.calls == 1:
+                raise BackendError(f"{role}: replica 1 did not start within 60 s")
+            super().deploy(job_id, role, replicas)
+
+    store = Store()
+    spec = parse_spec(dict(FAST_JOB, name="headstart"), str(tmp_path / "job.yaml"))
+    job_id = register(spec, store)
+    backend = FirstDeployFails(log_dir=coach_home / "logs")
+    try:
+        statuses = run_jobs({job_id: spec}, backend, store)
+    finally:
+        backend.close()
+    events = [e["message"] for e in store.events(job_id) if e["kind"] == "deploy_failed"]
+    assert statuses[job_id] == "succeeded", store.job(job_id).message
+    assert len(events) == 1 and "did not start within 60 s" in events[0], events
