@@ -4,7 +4,9 @@
     ├── SpecError               a job file or CLI argument is invalid (exit 2); names file, field, problem
     ├── StateError              the state store is missing a job/epoch, or is unreadable
     ├── BackendError            a backend could not deploy, invoke or tear down a role function
-    │   └── EpochFailed         an epoch's process group died or timed out (retried by the job loop)
+    │   └── EpochFailed         an epoch failed for good: retries ran out, a stop was requested
+    │       └── Diverged        the loss became NaN or infinite: retrying cannot help
+    ├── UserCodeError           a job's own model file failed (build, forward)
     └── EstimateError           not enough (or unusable) data to fit a model
 
 The CLI maps these to messages and exit codes in one place (coach/cli/main.py), so no

@@ -48,7 +48,7 @@ class JobSpec:
     momentum: float
     weight_decay: float
     allocation: str                        # dynamic | static
-    workers: int                           # static: exactly; dynamic: first guess after tuning
+    workers: int                           # static: exactly; dynamic: unused (tuning and the planner decide)
     servers: int
     max_workers: int
     max_servers: int

@@ -2,7 +2,7 @@
 (w, s)), cost (function-seconds × prices) and the ETA that combines them.
 
 Dependencies point one way: the job loop and the planner import these models; the models
-import nothing of Coach but its errors.
+import nothing of Coach but its errors and the epoch records they read.
 """
 
 from coach.estimate.convergence import (

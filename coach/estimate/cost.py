@@ -1,12 +1,13 @@
 """Cost model: what functions cost, measured in function-seconds, and the per-epoch budget.
 
-Serverless platforms bill each function for the seconds it is alive times what it
+Serverless platforms bill each invocation for its duration times what the function
 reserved (CPU cores and memory). Coach does the same, with prices the user configures:
 
     cost(function) = seconds · (cpu · price_cpu_core_second + memory_gib · price_gib_second)
     cost(epoch)    = cost(scheduler) + s · cost(server) + w · cost(worker)
 
-The seconds are *measured* (from deploy to tear-down of each function), never assumed.
+The seconds are *measured* — each invocation's handler time, from the event's arrival to
+its answer (`function_s`) — never assumed; a warm replica idle between epochs is not charged.
 The budget is enforced one epoch at a time:
 
     epoch budget = remaining budget / predicted remaining epochs

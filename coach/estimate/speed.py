@@ -52,7 +52,7 @@ class SpeedSample:
     workers: int               # w ≥ 1
     servers: int               # s ≥ 1
     samples_per_s: float       # measured: samples processed by all workers / wall seconds
-    global_batch: int          # M = per-worker batch × w (samples per synchronous step)
+    global_batch: int          # M, samples per synchronous step (a Coach job's batch_size, whatever w)
 
 
 @dataclass(frozen=True)

@@ -2,5 +2,5 @@
 
 loop.py         one job from submission to a final status
 epoch.py        one epoch (all roles at once) on a backend, with deadline, abort and retries
-coordinator.py  the capacity the jobs of one run share, granted through the planner
+coordinator.py  the capacity every job on the machine shares (in the store), granted through the planner
 """

@@ -4,7 +4,7 @@
     training  plan (w, s) → run the epoch on the backend → record → stop rule
     final     succeeded | failed | budget_exhausted | max_epochs | stopped
 
-The stop rule: the validation loss (held-out split, evaluated once per epoch by rank 0) is
+The stop rule: the validation loss (held-out split, evaluated once per epoch, each worker on its own slice) is
 at or below the target for `consecutive` training epochs in a row; each epoch counts once.
 Each job runs its own loop in its own thread; jobs meet only in the Coordinator.
 """

@@ -88,7 +88,7 @@ class Allocation:
 class RunningJob:
     """A running job as seen by `expected_wait`: when it ends and what it frees then."""
 
-    eta_seconds: float                  # predicted seconds until it finishes
+    eta_seconds: float                  # predicted seconds until it frees what it holds (its epoch's end)
     cpu: float                          # cores it holds
     memory_gib: float                   # memory it holds
 
