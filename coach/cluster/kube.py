@@ -4,10 +4,9 @@ benchmark need (create, list, delete, patch), with no extra dependency."""
 from __future__ import annotations
 
 import base64
-import json
 import ssl
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import httpx
 import yaml
@@ -84,16 +83,6 @@ class Kube:
     def ensure_namespace(self, name: str) -> None:
         self.call("POST", "/api/v1/namespaces", ok=(201, 409),
                   json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-
-    def watch_pods(self, namespace: str, resource_version: str, timeout: int) -> Iterator[Obj]:
-        """Streams pod watch events (used by the benchmark to time bindings)."""
-        params = {"watch": "1", "resourceVersion": resource_version, "timeoutSeconds": str(timeout),
-                  "allowWatchBookmarks": "false"}
-        with self.http.stream("GET", f"/api/v1/namespaces/{namespace}/pods", params=params,
-                              timeout=httpx.Timeout(timeout + 10)) as r:
-            for line in r.iter_lines():
-                if line:
-                    yield json.loads(line)
 
 
 _RESOURCES = {  # kind -> (API prefix, plural, namespaced): the kinds deploy/ manifests use

@@ -57,7 +57,6 @@ def earlier_run_of(epochs: Sequence[EpochRecord], samples_per_epoch: float | Non
 
 
 def fit_history(epochs: Sequence[EpochRecord], global_batch: int, samples_per_epoch: float | None,
-                bootstrap: int = LOOP_BOOTSTRAP,
                 earlier: Sequence[EarlierRun] = ()) -> tuple[ConvergenceFit | None, SpeedModel | None]:
     """(convergence fit, speed model), each None while there is too little to fit.
 
@@ -66,7 +65,7 @@ def fit_history(epochs: Sequence[EpochRecord], global_batch: int, samples_per_ep
     """
     try:
         fit = fit_convergence(progress_of(epochs, samples_per_epoch), [e.val_loss for e in epochs],
-                              bootstrap=bootstrap, train_losses=[e.train_loss for e in epochs],
+                              bootstrap=LOOP_BOOTSTRAP, train_losses=[e.train_loss for e in epochs],
                               earlier=earlier)
     except EstimateError:
         fit = None

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import shutil
-import threading
 import time
 import uuid
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -78,7 +77,6 @@ class EpochRunner:
                 e.function_s = function_s
                 raise
             if outcome is not None:
-                outcome.retries = attempt
                 return outcome
             errors.append(error)
             self.on_event("retry" if attempt < self.max_retries else "epoch_failed",
@@ -103,7 +101,7 @@ class EpochRunner:
         base = dict(plan.task, job_id=plan.job_id, epoch=plan.epoch, attempt=attempt_id, root_uri=uri,
                     root_port=port, node_host=node_host, workers=plan.workers, servers=plan.servers,
                     deadline_s=plan.deadline_s, abort_file=str(abort), seed=plan.seed, limit=plan.limit,
-                    checkpoint_in=plan.checkpoint_in, checkpoint_out=f"{plan.checkpoint_out}",
+                    checkpoint_in=plan.checkpoint_in, checkpoint_out=plan.checkpoint_out,
                     validate=True)
         calls = [("scheduler", 0, dict(base, role="scheduler"))]
         calls += [("server", i, dict(base, role="server")) for i in range(plan.servers)]
@@ -111,7 +109,6 @@ class EpochRunner:
         t0 = time.monotonic()
         answers: list[tuple[str, Invocation]] = []
         first_error, permanent = "", False
-        lock = threading.Lock()
         with ThreadPoolExecutor(len(calls)) as pool:
             futures = {pool.submit(self.backend.invoke, plan.job_id, role, i, payload,
                                    plan.deadline_s + HTTP_MARGIN_S): role for role, i, payload in calls}
@@ -124,8 +121,7 @@ class EpochRunner:
                         inv = f.result()
                     except Exception as e:  # a backend bug must not hang the group
                         inv = Invocation(599, {"error": f"{type(e).__name__}: {e}"})
-                    with lock:
-                        answers.append((role, inv))
+                    answers.append((role, inv))
                     if not inv.ok and not first_error:
                         first_error, permanent = f"{role}: {inv.error}", bool(inv.body.get("permanent"))
                         abort.write_text(first_error)   # the rest of the group stops now

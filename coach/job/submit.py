@@ -32,15 +32,14 @@ def register(spec: JobSpec, store: Store) -> str:
 
 
 def run_jobs(jobs: dict[str, JobSpec], backend: Backend, store: Store,
-             watch: Callable[[list[str], Callable[[], bool]], None] | None = None,
-             home: Path | None = None) -> dict[str, str]:
+             watch: Callable[[list[str], Callable[[], bool]], None] | None = None) -> dict[str, str]:
     """Run every job to a final status, concurrently; `watch` renders progress meanwhile.
 
     The caller has claimed the jobs (`Store.claim_job`): no other process runs them.
     """
     coordinator = Coordinator(backend.capacity, store)
     statuses: dict[str, str] = {}
-    home = home or coach_home()
+    home = coach_home()
 
     def one(job_id: str, spec: JobSpec) -> None:
         try:

@@ -39,7 +39,6 @@ class ForkServer:
         self._out = self.proc.stdout.fileno()
         os.set_blocking(self._out, False)
         self._buffer = b""
-        self._ready = False
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -58,7 +57,6 @@ class ForkServer:
             pass
         *lines, self._buffer = self._buffer.split(b"\n")
         found = [json.loads(line) for line in lines if line.strip()]
-        self._ready = self._ready or any(e["event"] == "ready" for e in found)
         return [e for e in found if e["event"] != "ready"]
 
     def close(self) -> None:

@@ -220,13 +220,12 @@ class Store:
                 raise StateError(f"{rec.job_id}: {rec.phase} epoch {rec.epoch} is already recorded") from None
             raise StateError(f"{rec.job_id}: {rec.phase} epoch {rec.epoch} cannot be recorded: {e}") from None
 
-    def epochs(self, job_id: str, phase: str | None = None) -> list[EpochRecord]:
-        q = "SELECT * FROM epochs WHERE job_id = ?" + (" AND phase = ?" if phase else "")
-        args = (self.resolve(job_id),) + ((phase,) if phase else ())
+    def epochs(self, job_id: str) -> list[EpochRecord]:
         with self._connect() as c:
             # tuning before training, each by epoch number: the stop rule reads this order, which
             # must not follow the wall clock (a clock stepped back would reorder epochs)
-            rows = c.execute(q + " ORDER BY phase = 'training', epoch", args).fetchall()
+            rows = c.execute("SELECT * FROM epochs WHERE job_id = ? ORDER BY phase = 'training', epoch",
+                             (self.resolve(job_id),)).fetchall()
         return [EpochRecord(**{k: r[k] for k in _EPOCH_COLUMNS}) for r in rows]
 
     # -- events ----------------------------------------------------------------------------

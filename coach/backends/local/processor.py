@@ -40,7 +40,7 @@ def load_function(function_dir: Path) -> tuple[dict[str, Any], Any]:
     return config, module
 
 
-def make_server(function_dir: Path, port: int = 0) -> tuple[ThreadingHTTPServer, Any, Any]:
+def make_server(function_dir: Path, port: int = 0) -> tuple[ThreadingHTTPServer, Any]:
     config, module = load_function(function_dir)
     entry = getattr(module, config["spec"]["handler"].partition(":")[2])
     logger = nuclio_sdk.Logger(logging.INFO, name=config["metadata"]["name"])
@@ -99,13 +99,13 @@ def make_server(function_dir: Path, port: int = 0) -> tuple[ThreadingHTTPServer,
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
-    return server, context, config
+    return server, context
 
 
 def main() -> int:
     exit_with_parent()  # no function replica outlives the Coach process that started it
     function_dir = Path(sys.argv[1])
-    server, context, _ = make_server(function_dir)
+    server, context = make_server(function_dir)
 
     def stop(signum: int, frame: Any) -> None:
         runtime = getattr(context.user_data, "runtime", None)
