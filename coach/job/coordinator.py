@@ -24,7 +24,7 @@ from typing import Callable
 
 from coach.backends.base import Capacity
 from coach.plan import (Allocation, JobDemand, RunningJob, demand_from_json, demand_to_json, expected_wait,
-                        min_resources, plan)
+                        footprint, min_resources, plan)
 from coach.state.store import Store, own_identity
 
 RECHECK_S = 1.0
@@ -81,9 +81,7 @@ class Coordinator:
                 self._demands[job_id] = demand
                 grant = self._grant(demand, others)
                 if grant is not None:   # held here at once: this run's other jobs see it taken
-                    counts = (("scheduler", 1), ("server", grant.servers), ("worker", grant.workers))
-                    cpu = sum(n * demand.resources[r].cpu for r, n in counts)
-                    mem = sum(n * demand.resources[r].memory_gib for r, n in counts)
+                    cpu, mem = footprint(demand, grant.workers, grant.servers)
                     self._held[job_id] = _Held(cpu, mem, time.monotonic(), None)
             if grant is not None:
                 if self._store is None or self._store.take_lease(job_id, cpu, mem, self.capacity.cpu,
