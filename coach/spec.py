@@ -22,11 +22,10 @@ import yaml
 from coach import quantities
 from coach.data import DATASET_OPTIONS, DATASETS, SYNTHETIC_DEFAULTS, train_size
 from coach.errors import SpecError
-from coach.estimate.cost import (DEFAULT_CPU_CORE_SECOND_PRICE, DEFAULT_GIB_SECOND_PRICE, DEFAULT_RESOURCES, Prices,
-                                 RoleResources, epoch_cost)
+from coach.estimate.cost import (DEFAULT_CPU_CORE_SECOND_PRICE, DEFAULT_GIB_SECOND_PRICE, DEFAULT_RESOURCES, ROLES,
+                                 Prices, RoleResources, epoch_cost)
 from coach.models import BUILTIN_MODELS
 
-ROLES = ("scheduler", "server", "worker")
 OPTIMIZERS = ("sgd", "nag", "adam", "rmsprop", "adagrad")
 MAX_NUMBER = 1e15
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-ROLES = ("scheduler", "server", "worker")
+from coach.roles.protocol import ROLES  # noqa: F401  (the role names a backend deploys)
 
 
 @dataclass(frozen=True)
