@@ -10,18 +10,18 @@ from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from coach.cli import format as fmt
+from coach.cli.progress import PipeSafeConsole
 from coach.errors import CoachError, SpecError
 from coach.state.records import FINAL_STATUSES
 from coach.state.store import Store
 
-console = Console(stderr=True, soft_wrap=True)
-out = Console()
+console = PipeSafeConsole(stderr=True, soft_wrap=True)
+out = PipeSafeConsole()
 if not out.is_terminal:   # piped or captured: do not squeeze tables into 80 columns
-    out = Console(width=200)
+    out = PipeSafeConsole(width=200)
 
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON instead of a table.")
 CpuOpt = typer.Option(None, "--cpu", help="Cores the local backend may use (default: all).", min=0.1)
@@ -57,8 +57,8 @@ def _run(specs: dict[str, Any], backend: Any, json_out: bool, store: Store) -> N
     old = signal.signal(signal.SIGINT, interrupted)
     old_term = signal.signal(signal.SIGTERM, interrupted)
     try:
-        run_jobs(specs, backend, store,
-                            watch=None if json_out else lambda ids, done: watch(store, ids, done, console))
+        # progress goes to stderr, so `--json` on stdout stays machine-readable
+        run_jobs(specs, backend, store, watch=lambda ids, done: watch(store, ids, done, console))
     finally:
         backend.close()
         signal.signal(signal.SIGINT, old)

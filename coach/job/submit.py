@@ -57,10 +57,12 @@ def run_jobs(jobs: dict[str, JobSpec], backend: Backend, store: Store,
                for jid, spec in jobs.items()]
     for t in threads:
         t.start()
-    if watch is not None:
-        watch(list(jobs), lambda: all(not t.is_alive() for t in threads))
-    for t in threads:
-        t.join()
+    try:
+        if watch is not None:
+            watch(list(jobs), lambda: all(not t.is_alive() for t in threads))
+    finally:   # whatever happened to the watcher, the caller tears the backend down only after the jobs end
+        for t in threads:
+            t.join()
     return statuses
 
 

@@ -74,6 +74,23 @@ def test_submit_trains_to_target_and_status_reads_while_running(tmp_path: Path, 
     assert all(r["cost"] > 0 for r in records)
 
 
+def test_a_reader_that_goes_away_does_not_stop_the_jobs(tmp_path: Path, coach_home: Path) -> None:
+    """`coach submit job.yaml 2>&1 | head -3`: the progress pipe closes after three lines. Before,
+    the watcher's BrokenPipeError tore the backend down under the running job, which then
+    'failed 4 times' (retries spent at once on a shut-down backend)."""
+    job = write_job(tmp_path / "fast.yaml", name="fast", **FAST_JOB)
+    proc = subprocess.Popen([*COACH, "submit", str(job)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    lines = [proc.stdout.readline() for _ in range(3)]
+    proc.stdout.close()   # as `head` does
+    assert proc.wait(timeout=600) == 0, lines
+    [job_rec] = json.loads(run_coach("status", "--json", check=True).stdout)
+    assert job_rec["status"] == "succeeded", job_rec["message"]
+    events = json.loads(run_coach("events", job_rec["job_id"], "--json", check=True).stdout)
+    assert not [e for e in events if e["kind"] in ("retry", "epoch_failed")], events
+
+
 def test_jobs_run_concurrently_without_waiting_for_each_others_tuning(tmp_path: Path, coach_home: Path) -> None:
     files = [str(write_job(tmp_path / f"j{i}.yaml", name=f"multi{i}", **FAST_JOB)) for i in range(3)]
     proc = run_coach("submit", *files, "--json", "--cpu", "3")
