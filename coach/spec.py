@@ -293,6 +293,11 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
     if servers > max_servers:
         raise r.fail("servers", f"must be <= max_servers ({max_servers}), got {servers}")
     model, dataset = _model(r, base), _dataset(r, base)
+    if model.get("name") in ("lenet", "resnet18") and dataset["name"] == "synthetic":
+        shape = {**SYNTHETIC_DEFAULTS, **dataset}["shape"]
+        if len(shape) != 3:   # 2-D convolutions; else every attempt fails in the first forward pass
+            raise r.fail("dataset.shape", f"{model['name']} convolves images: give [channels, height, width] "
+                                          f"like [1, 8, 8], got {shape!r}")
     batch_size = r.number("batch_size", 64, integer=True, ge=1)
     if batch_size < max_workers:
         raise r.fail("batch_size", f"must be >= max_workers ({max_workers}) so every worker gets a sample per step")
@@ -304,6 +309,9 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
     if tuning_samples < batch_size:
         raise r.fail("tuning_samples", f"must be >= batch_size ({batch_size}): a mini-epoch shorter than one "
                                        f"synchronous step measures no speed, got {tuning_samples}")
+    if tuning_samples > n_train:
+        raise r.fail("tuning_samples", f"{tuning_samples} is more than the {n_train} training samples of "
+                                       f"{dataset['name']}: a mini-epoch is part of an epoch")
     prices = data.get("prices")
     prices = {} if prices is None else prices
     if not isinstance(prices, dict) or set(prices) - {"cpu_core_second", "gib_second"}:

@@ -134,7 +134,7 @@ class JobLoop:
 
     def _execute(self, phase: str, epoch: int, w: int, s: int, limit: int | None,
                  history: list[EpochRecord]) -> EpochRecord:
-        samples = limit or self.n_train
+        samples = min(limit or self.n_train, self.n_train)
         plan = EpochPlan(job_id=self.run.job_id, phase=phase, epoch=epoch, workers=w, servers=s,
                          seed=((TUNING_SEED if phase == "tuning" else TRAINING_SEED) + epoch
                                + SEED_STRIDE * self.spec.seed) % 2**32, limit=limit,

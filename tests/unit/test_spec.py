@@ -95,6 +95,12 @@ BROKEN = [
     ("batch-below-workers", dict(GOOD, batch_size=2, max_workers=4), "batch_size", ">= max_workers"),
     # accepted before, then every (2, 1) mini-epoch failed its 4 attempts: "limit: must be >= workers"
     ("tuning-below-one-step", dict(GOOD, tuning_samples=1), "tuning_samples", "must be >= batch_size (64)"),
+    # accepted before: the deadline was sized for 1e14 samples and every attempt failed on time_t
+    ("tuning-beyond-the-data", dict(GOOD, dataset="digits", tuning_samples=10**14), "tuning_samples",
+     "more than the 1438 training samples of digits"),
+    # accepted before: 4 charged attempts, each failing in MXNet's convolution with a C++ message
+    ("lenet-on-flat-samples", dict(GOOD, model="lenet", dataset={"name": "synthetic", "shape": [5]}),
+     "dataset.shape", "lenet convolves images"),
     ("bool-as-number", dict(GOOD, learning_rate=True), "learning_rate", "must be a number"),
     ("infinite", dict(GOOD, target_loss=float("inf")), "target_loss", "finite"),
     ("not-a-number", dict(GOOD, budget=float("nan")), "budget", "finite"),
