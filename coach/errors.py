@@ -7,6 +7,7 @@
     │   └── EpochFailed         an epoch failed for good: retries ran out, a stop was requested
     │       └── Diverged        the loss became NaN or infinite: retrying cannot help
     ├── UserCodeError           a job's own model file failed (build, forward)
+    ├── CheckpointError         a checkpoint on disk cannot be read
     └── EstimateError           not enough (or unusable) data to fit a model
 
 The CLI maps these to messages and exit codes in one place (coach/cli/main.py), so no
@@ -55,6 +56,10 @@ class Diverged(EpochFailed):
 
 class UserCodeError(CoachError):
     """Raised when the job's own code (a model file) fails: retrying the epoch cannot help."""
+
+
+class CheckpointError(CoachError):
+    """Raised when a checkpoint cannot be read (damaged on disk): every retry would load it again."""
 
 
 class EstimateError(CoachError):

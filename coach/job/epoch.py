@@ -131,7 +131,7 @@ class EpochRunner:
         shutil.rmtree(attempt_dir, ignore_errors=True)
         if first_error and permanent:
             raise EpochFailed(f"{plan.phase} epoch {plan.epoch} failed: {first_error} "
-                              "(not retried: the job's own code fails the same way every time)")
+                              "(not retried: it would fail the same way every time)")
         if first_error:
             return None, first_error
         workers = [inv.body for role, inv in answers if role == "worker"]

@@ -86,10 +86,10 @@ def _run_role(task: Any) -> dict[str, Any]:
             result = {"role": task.role}
     except Exception as e:  # reported to the caller as a failed role, with the reason
         traceback.print_exc()
-        from coach.errors import UserCodeError
+        from coach.errors import CheckpointError, UserCodeError
 
-        result = {"role": task.role, "error": f"{type(e).__name__}: {e}",
-                  "permanent": isinstance(e, UserCodeError)}   # the same code would fail again
+        result = {"role": task.role, "error": f"{type(e).__name__}: {e}",   # the same code or file would fail again
+                  "permanent": isinstance(e, (UserCodeError, CheckpointError))}
         if not isinstance(e, UserCodeError) and (where := _user_frame(e, task)):
             # raised in the user's own network code: the same code would fail again
             first = (str(e).strip().splitlines() or [""])[0][:300]

@@ -13,6 +13,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from coach.errors import CheckpointError
+
 PARAMS, TRAINER, META = "params", "trainer.states", "meta.json"
 
 
@@ -39,9 +41,19 @@ def is_complete(path: str | Path) -> bool:
 
 
 def load(path: str | Path, net: Any, trainer: Any, ctx: Any) -> dict[str, Any]:
+    """Load a checkpoint into `net` and `trainer`; a missing or damaged one is a CheckpointError
+    naming the file (loading it again would fail again, so it is not retried)."""
     p = Path(path)
     if not is_complete(p):
-        raise FileNotFoundError(f"{p}: not a complete checkpoint")
-    net.load_parameters(str(p / PARAMS), ctx=ctx)
-    trainer.load_states(str(p / TRAINER))
-    return json.loads((p / META).read_text())
+        raise CheckpointError(f"{p}: not a complete checkpoint")
+    for name, read in ((PARAMS, lambda f: net.load_parameters(f, ctx=ctx)), (TRAINER, trainer.load_states)):
+        try:
+            read(str(p / name))
+        except Exception as e:   # MXNet's own messages are C++ stack traces: keep their first line
+            first = (str(e).strip().splitlines() or [""])[0][:200]
+            raise CheckpointError(f"{p / name}: damaged checkpoint, cannot be loaded "
+                                  f"({type(e).__name__}: {first})") from None
+    try:
+        return json.loads((p / META).read_text())
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"{p / META}: damaged checkpoint: {e}") from None

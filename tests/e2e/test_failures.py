@@ -134,3 +134,32 @@ def test_a_failed_head_start_of_tuning_does_not_fail_the_job(tmp_path: Path, coa
     events = [e["message"] for e in store.events(job_id) if e["kind"] == "deploy_failed"]
     assert statuses[job_id] == "succeeded", store.job(job_id).message
     assert len(events) == 1 and "did not start within 60 s" in events[0], events
+
+
+def test_a_damaged_checkpoint_fails_once_naming_the_file(tmp_path: Path) -> None:
+    """A checkpoint damaged on disk fails the epoch at once, naming the file, instead of four
+    charged attempts ending in MXNet's C++ stack trace ('Invalid NDArray file format')."""
+    from coach.backends.local import LocalBackend
+    from coach.errors import EpochFailed
+    from coach.job.epoch import EpochPlan, EpochRunner
+
+    events: list[tuple[str, str]] = []
+    backend = LocalBackend(cpu=2)
+    runner = EpochRunner(backend, tmp_path, max_retries=3, on_event=lambda *e: events.append(e))
+    task = {"dataset": {"name": "digits"}, "model": {"name": "mlp"},
+            "hyper": {"batch_size": 32, "optimizer": "sgd", "learning_rate": 0.05, "momentum": 0.9}}
+
+    def plan(epoch: int, checkpoint_in: str | None) -> EpochPlan:
+        return EpochPlan(job_id="ck", phase="training", epoch=epoch, workers=1, servers=1, seed=epoch, limit=256,
+                         deadline_s=300, checkpoint_in=checkpoint_in, checkpoint_out=str(tmp_path / f"ck{epoch}"),
+                         task=task)
+
+    try:
+        first = runner.run(plan(1, None))
+        (Path(first.checkpoint) / "params").write_bytes(b"not an NDArray file")
+        with pytest.raises(EpochFailed, match=r"ck1/params: damaged checkpoint, cannot be loaded") as failed:
+            runner.run(plan(2, first.checkpoint))
+    finally:
+        backend.close()
+    assert "not retried" in str(failed.value)
+    assert not [e for e in events if e[0] == "retry"], events
