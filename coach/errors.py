@@ -5,7 +5,8 @@
     ├── StateError              the state store is missing a job/epoch, or is unreadable
     ├── BackendError            a backend could not deploy, invoke or tear down a role function
     │   └── EpochFailed         an epoch failed for good: retries ran out, a stop was requested
-    │       └── Diverged        the loss became NaN or infinite: retrying cannot help
+    │       └── FailsAgain      a retry or resume would fail the same way (own code, damaged checkpoint)
+    │           └── Diverged    the loss became NaN or infinite
     ├── UserCodeError           a job's own model file failed (build, forward)
     ├── CheckpointError         a checkpoint on disk cannot be read
     └── EstimateError           not enough (or unusable) data to fit a model
@@ -49,7 +50,12 @@ class EpochFailed(BackendError):
     function_s: dict[str, float] | None = None
 
 
-class Diverged(EpochFailed):
+class FailsAgain(EpochFailed):
+    """Raised when an epoch failed in a way a retry or a resume would repeat: the job's own code
+    (recorded at submit), a damaged checkpoint. Neither is retried; `coach resume` refuses."""
+
+
+class Diverged(FailsAgain):
     """Raised when an epoch's losses are not finite: the same computation from the same
     checkpoint diverges again, so neither a retry nor a resume can help."""
 

@@ -117,10 +117,17 @@ def resume(job_id: str = typer.Argument(..., help="A stopped, failed, budget-exh
         raise CoachError(f"{job.job_id} is {job.status} in another coach process; "
                          f"`coach stop {job.job_id}` stops it after its current epoch")
     spec = spec_from_dict(store.spec(job.job_id))
-    if job.status == "failed" and any(e["kind"] == "diverged" for e in store.events(job.job_id)):
+    kinds = {e["kind"] for e in store.events(job.job_id)} if job.status == "failed" else set()
+    if "diverged" in kinds:
         raise CoachError(f"{job.job_id} diverged ({job.message}); resuming would run the same computation "
                          f"from the same checkpoint again: submit {job.spec_path} again with a lower "
                          f"learning_rate (it is {spec.learning_rate:g})")
+    if "fails_again" in kinds:   # the model's source is the one recorded at submit, the checkpoint the same
+        raise CoachError(f"{job.job_id} failed in a way a resume would repeat ({job.message}); "
+                         f"fix the cause and submit {job.spec_path} again")
+    if job.status == "budget_exhausted" and budget is None:
+        raise CoachError(f"{job.job_id} ran out of budget (spent {job.spent:.4g} of {spec.budget:.4g}); "
+                         "give a larger --budget")
     trained = sum(1 for e in store.epochs(job.job_id) if e.phase == "training")
     limit = max_epochs or spec.max_epochs
     if trained >= limit:

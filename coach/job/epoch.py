@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from coach.backends.base import Backend, Invocation
-from coach.errors import BackendError, Diverged, EpochFailed
+from coach.errors import BackendError, Diverged, EpochFailed, FailsAgain
 
 HTTP_MARGIN_S = 30.0   # the HTTP call outlives the role's own deadline by this much
 
@@ -130,7 +130,7 @@ class EpochRunner:
             function_s[role] += float(inv.body.get("function_s", wall))
         shutil.rmtree(attempt_dir, ignore_errors=True)
         if first_error and permanent:
-            raise EpochFailed(f"{plan.phase} epoch {plan.epoch} failed: {first_error} "
+            raise FailsAgain(f"{plan.phase} epoch {plan.epoch} failed: {first_error} "
                               "(not retried: it would fail the same way every time)")
         if first_error:
             return None, first_error

@@ -21,7 +21,7 @@ from typing import Any
 
 from coach.backends.base import Backend
 from coach.data import load_dataset
-from coach.errors import BackendError, CoachError, Diverged, EpochFailed, SpecError
+from coach.errors import BackendError, CoachError, Diverged, EpochFailed, FailsAgain, SpecError
 from coach.estimate import EarlierRun, Eta, epoch_budget, eta, measured_cost
 from coach.estimate.history import fit_history
 from coach.estimate.progress import progress_of, streak_of
@@ -238,8 +238,8 @@ class JobLoop:
             if e.function_s:   # attempts that failed still ran, and are paid for
                 cost = measured_cost(e.function_s, self.spec.resources, self.spec.prices)
                 self.store.update_job(jid, spent=self.store.job(jid).spent + cost)
-            if isinstance(e, Diverged):   # failed even if a stop came at once: a resume would diverge again
-                self._event("diverged", str(e))
+            if isinstance(e, FailsAgain):   # failed even if a stop came at once: a resume would fail again
+                self._event("diverged" if isinstance(e, Diverged) else "fails_again", str(e))
                 return self._finish("failed", str(e))
             return self._finish("stopped" if self._stop_requested() else "failed", str(e))
         except CoachError as e:

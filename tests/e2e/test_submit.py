@@ -121,6 +121,10 @@ def test_static_job_with_tight_budget_stops_as_budget_exhausted(tmp_path: Path, 
     assert rec["spent"] == pytest.approx(sum(r["cost"] for r in records))
     assert rec["spent"] <= rec["budget"] + max(r["cost"] for r in records)
     assert (coach_home / "jobs" / rec["job_id"] / "checkpoints").iterdir(), "checkpoint kept"
+    # resuming without more money would start the backend only to stop again (and charge for it)
+    again = run_coach("resume", rec["job_id"])
+    assert again.returncode == 1 and "ran out of budget" in again.stderr and "--budget" in again.stderr
+    assert json.loads(run_coach("status", "--json", check=True).stdout)[0]["spent"] == rec["spent"]
 
 
 def test_dynamic_job_with_a_budget_below_one_mini_epoch_overspends_by_one_at_most(tmp_path: Path,
@@ -202,6 +206,10 @@ def test_a_model_file_that_cannot_build_fails_once_naming_the_file(case: str, tm
     assert f"{tmp_path / 'net.py'}{problem}" in rec["message"], rec["message"]
     events = json.loads(run_coach("events", rec["job_id"], "--json", check=True).stdout)
     assert not [e for e in events if e["kind"] == "retry"], "the same code fails the same way: no retries"
+    # the source recorded at submit would fail again: a resume is refused, nothing is charged
+    again = run_coach("resume", rec["job_id"])
+    assert again.returncode == 1 and "a resume would repeat" in again.stderr, again.stderr
+    assert json.loads(run_coach("status", "--json", check=True).stdout)[0]["spent"] == rec["spent"]
 
 
 def test_a_small_cifar10_folder_refuses_a_batch_larger_than_it(tmp_path: Path, coach_home: Path) -> None:
