@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+import reprlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,16 @@ from coach.models import BUILTIN_MODELS
 
 OPTIMIZERS = ("sgd", "nag", "adam", "rmsprop", "adagrad")
 MAX_NUMBER = 1e15
-NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
+_SHOWN = reprlib.Repr()   # 2 levels of at most 4 items: cheap to compute, however large the value
+_SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxdict, _SHOWN.maxstring, _SHOWN.maxother = 2, 4, 4, 80, 80
+
+
+def _shown(value: Any) -> str:
+    """A value as an error message quotes it: short, however large it is (YAML anchors can
+    expand a 400-byte file into a value whose full repr runs to gigabytes)."""
+    return _SHOWN.repr(value)
+
+NAME_RE = re.compile(r"[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?")   # fullmatch: "$" would let "a\n" in
 
 
 @dataclass(frozen=True)
@@ -97,15 +107,15 @@ class _Reader:
         if isinstance(v, str) and _NUMBER.fullmatch(v.strip()):
             v = float(v)   # YAML 1.1 reads 1e-1 (an exponent without a dot) as text
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise self.fail(name, f"must be a number, got {v!r}")
+            raise self.fail(name, f"must be a number, got {_shown(v)}")
         if abs(v) > MAX_NUMBER or not math.isfinite(v):
             raise self.fail(name, f"must be finite and at most {MAX_NUMBER:g} in size, got {str(v)[:30]}")
         if integer and (not float(v).is_integer()):
-            raise self.fail(name, f"must be a whole number, got {v!r}")
+            raise self.fail(name, f"must be a whole number, got {_shown(v)}")
         if gt is not None and not v > gt:
-            raise self.fail(name, f"must be > {gt:g}, got {v!r}")
+            raise self.fail(name, f"must be > {gt:g}, got {_shown(v)}")
         if ge is not None and not v >= ge:
-            raise self.fail(name, f"must be >= {ge:g}, got {v!r}")
+            raise self.fail(name, f"must be >= {ge:g}, got {_shown(v)}")
         return int(v) if integer else float(v)
 
     def choice(self, key: str, choices: tuple[str, ...], default: str) -> str:
@@ -113,7 +123,7 @@ class _Reader:
         if v is None:
             v = default
         if not isinstance(v, str) or v not in choices:
-            raise self.fail(key, f"must be one of {', '.join(choices)}, got {v!r}")
+            raise self.fail(key, f"must be one of {', '.join(choices)}, got {_shown(v)}")
         return v
 
 
@@ -121,9 +131,9 @@ def _memory_gib(r: _Reader, value: Any, name: str) -> float:
     """Kubernetes quantities (512Mi, 1Gi, 1G) or plain GiB numbers, up to MAX_ROLE_GIB."""
     size = None if isinstance(value, bool) else quantities.gib(str(value))
     if not size:
-        raise r.fail(name, f"must be a memory size like 512Mi or 2Gi, got {value!r}")
+        raise r.fail(name, f"must be a memory size like 512Mi or 2Gi, got {_shown(value)}")
     if size > MAX_ROLE_GIB:   # e.g. 1073741824 meant as bytes: a plain number here is GiB
-        raise r.fail(name, f"{value!r} is {size:g} GiB, more than {MAX_ROLE_GIB} GiB for one function "
+        raise r.fail(name, f"{_shown(value)} is {size:g} GiB, more than {MAX_ROLE_GIB} GiB for one function "
                            "(a plain number is GiB; write bytes as 1Gi, 512Mi)")
     return size
 
@@ -132,9 +142,9 @@ def _cpu(r: _Reader, value: Any, name: str) -> float:
     """Kubernetes CPU quantities (500m, 0.5, 2, "2"), up to MAX_ROLE_CPU."""
     n = None if isinstance(value, bool) else quantities.cores(str(value))
     if not n:
-        raise r.fail(name, f"must be cores like 0.5 or 500m, got {value!r}")
+        raise r.fail(name, f"must be cores like 0.5 or 500m, got {_shown(value)}")
     if n > MAX_ROLE_CPU:
-        raise r.fail(name, f"{value!r} is {n:g} cores, more than {MAX_ROLE_CPU} for one function")
+        raise r.fail(name, f"{_shown(value)} is {n:g} cores, more than {MAX_ROLE_CPU} for one function")
     return n
 
 
@@ -148,7 +158,7 @@ def _model(r: _Reader, base: Path) -> dict[str, Any]:
             raise r.fail("model", f"a mapping takes exactly one of name or file, got {sorted(v)}")
         v = v.get("file") or v.get("name")
     if not isinstance(v, str) or not v:
-        raise r.fail("model", f"must be a model name or a .py file, got {r.data.get('model')!r}")
+        raise r.fail("model", f"must be a model name or a .py file, got {_shown(r.data.get('model'))}")
     if v.endswith(".py"):
         path = (base / Path(v).expanduser()).resolve()
         if not path.is_file():
@@ -164,7 +174,7 @@ def _model(r: _Reader, base: Path) -> dict[str, Any]:
         # a resume) does not change the network under its checkpoint
         return {"file": str(path), "source": text}
     if v not in BUILTIN_MODELS:
-        raise r.fail("model", f"unknown model {v!r}; choose one of {', '.join(BUILTIN_MODELS)} or a .py file")
+        raise r.fail("model", f"unknown model {_shown(v)}; choose one of {', '.join(BUILTIN_MODELS)} or a .py file")
     return {"name": v}
 
 
@@ -209,9 +219,9 @@ def _dataset(r: _Reader, base: Path) -> dict[str, Any]:
         raise r.fail("dataset", f"missing (required): one of {', '.join(DATASETS)}")
     d = {"name": v} if isinstance(v, str) else v
     if not isinstance(d, dict) or not isinstance(d.get("name"), str):
-        raise r.fail("dataset", f"must be a dataset name or a mapping with `name:`, got {v!r}")
+        raise r.fail("dataset", f"must be a dataset name or a mapping with `name:`, got {_shown(v)}")
     if d["name"] not in DATASETS:
-        raise r.fail("dataset.name", f"unknown dataset {d['name']!r}; choose one of {', '.join(DATASETS)}")
+        raise r.fail("dataset.name", f"unknown dataset {_shown(d['name'])}; choose one of {', '.join(DATASETS)}")
     d = dict(d)
     if d["name"] == "cifar10":
         from coach.data.datasets import CIFAR_HELP, cifar_missing
@@ -240,7 +250,7 @@ def _dataset(r: _Reader, base: Path) -> dict[str, Any]:
             if (not isinstance(shape, list) or not 1 <= len(shape) <= 3
                     or not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 1024 for v in shape)):
                 raise r.fail("dataset.shape", f"must be 1 to 3 whole numbers in [1, 1024] like [3, 32, 32], "
-                                              f"got {shape!r}")
+                                              f"got {_shown(shape)}")
         o = {**SYNTHETIC_DEFAULTS, **d}
         size = o["samples"] * math.prod(o["shape"])
         if size > MAX_SYNTHETIC_VALUES:
@@ -253,13 +263,13 @@ def _resources(r: _Reader) -> dict[str, RoleResources]:
     v = r.data.get("resources")
     v = {} if v is None else v
     if not isinstance(v, dict):
-        raise r.fail("resources", f"must map roles ({', '.join(ROLES)}) to cpu/memory, got {v!r}")
+        raise r.fail("resources", f"must map roles ({', '.join(ROLES)}) to cpu/memory, got {_shown(v)}")
     out = dict(DEFAULT_RESOURCES)
     for role, res in v.items():
         if role not in ROLES:
             raise r.fail(f"resources.{role}", f"unknown role; choose from {', '.join(ROLES)}")
         if not isinstance(res, dict) or set(res) - {"cpu", "memory"}:
-            raise r.fail(f"resources.{role}", f"must be a mapping with cpu and/or memory, got {res!r}")
+            raise r.fail(f"resources.{role}", f"must be a mapping with cpu and/or memory, got {_shown(res)}")
         cpu = _cpu(r, res["cpu"], f"resources.{role}.cpu") if "cpu" in res else out[role].cpu
         mem = _memory_gib(r, res["memory"], f"resources.{role}.memory") if "memory" in res else out[role].memory_gib
         out[role] = RoleResources(cpu, mem)
@@ -277,8 +287,8 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
         raise r.fail(unknown[0], f"unknown field; known fields: {', '.join(sorted(FIELDS))}")
     base = base or Path.cwd()
     name = data.get("name")
-    if not isinstance(name, str) or not NAME_RE.match(name):
-        raise r.fail("name", f"must be 1-40 lowercase letters, digits or '-', got {name!r}")
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        raise r.fail("name", f"must be 1-40 lowercase letters, digits or '-', got {_shown(name)}")
     allocation = r.choice("allocation", ("dynamic", "static"), "dynamic")
     max_workers = r.number("max_workers", 8, integer=True, ge=1)
     max_servers = r.number("max_servers", 4, integer=True, ge=1)
@@ -297,7 +307,7 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
         shape = {**SYNTHETIC_DEFAULTS, **dataset}["shape"]
         if len(shape) != 3:   # 2-D convolutions; else every attempt fails in the first forward pass
             raise r.fail("dataset.shape", f"{model['name']} convolves images: give [channels, height, width] "
-                                          f"like [1, 8, 8], got {shape!r}")
+                                          f"like [1, 8, 8], got {_shown(shape)}")
     batch_size = r.number("batch_size", 64, integer=True, ge=1)
     if batch_size < max_workers:
         raise r.fail("batch_size", f"must be >= max_workers ({max_workers}) so every worker gets a sample per step")
@@ -315,7 +325,7 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
     prices = data.get("prices")
     prices = {} if prices is None else prices
     if not isinstance(prices, dict) or set(prices) - {"cpu_core_second", "gib_second"}:
-        raise r.fail("prices", f"must be a mapping with cpu_core_second and/or gib_second, got {prices!r}")
+        raise r.fail("prices", f"must be a mapping with cpu_core_second and/or gib_second, got {_shown(prices)}")
     momentum = r.number("momentum", 0.9, ge=0)
     if momentum >= 1:
         raise r.fail("momentum", f"must be < 1 (at 1 or more the updates grow without bound), got {momentum:g}")

@@ -94,6 +94,7 @@ BROKEN = [
     ("bad-optimizer", dict(GOOD, optimizer="lbfgs"), "optimizer", "must be one of"),
     ("batch-below-workers", dict(GOOD, batch_size=2, max_workers=4), "batch_size", ">= max_workers"),
     # accepted before, then every (2, 1) mini-epoch failed its 4 attempts: "limit: must be >= workers"
+    ("name-ending-in-a-newline", dict(GOOD, name="mlp\n"), "name", "must be 1-40 lowercase"),   # job id "mlp\n-fad2f0"
     ("tuning-below-one-step", dict(GOOD, tuning_samples=1), "tuning_samples", "must be >= batch_size (64)"),
     # accepted before: the deadline was sized for 1e14 samples and every attempt failed on time_t
     ("tuning-beyond-the-data", dict(GOOD, dataset="digits", tuning_samples=10**14), "tuning_samples",
@@ -189,3 +190,16 @@ def test_unknown_job_id_is_a_clear_error(coach_home: Path) -> None:
 def test_shipped_job_files_are_valid(path: Path) -> None:
     spec = load_spec(path)
     assert spec.name == path.stem, "a shipped job is named after its file"
+
+
+def test_an_error_quotes_a_huge_value_briefly(tmp_path: Path) -> None:
+    """Nested YAML anchors make a 400-byte file hold a value whose repr runs to gigabytes; the
+    message quotes a short form (it was 58 MB at this depth, 580 MB one level deeper)."""
+    lines = ["name:", "  - &a0 [xxxxxxxxxx, xxxxxxxxxx, xxxxxxxxxx, xxxxxxxxxx, xxxxxxxxxx, xxxxxxxxxx]"]
+    lines += [f"  - &a{i} [*a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}, *a{i-1}]"
+              for i in range(1, 9)]
+    job = tmp_path / "bomb.yaml"
+    job.write_text("\n".join(lines) + "\n")
+    with pytest.raises(SpecError, match="name: must be 1-40") as e:
+        load_spec(job)
+    assert len(str(e.value)) < 500, len(str(e.value))
