@@ -148,6 +148,18 @@ def _cpu(r: _Reader, value: Any, name: str) -> float:
     return n
 
 
+def _local_path(r: _Reader, field: str, base: Path, value: str) -> Path:
+    """`value` (relative to the job file's folder, `~` expanded) as an absolute path; one the
+    system cannot even look up (an unknown user's `~`, a NUL byte, a name too long, a symlink
+    loop) is named as the field's problem, not a traceback."""
+    try:
+        path = (base / Path(value).expanduser()).resolve()
+        path.exists()   # the lookup itself is what fails for a name too long or a NUL byte
+    except (OSError, ValueError, RuntimeError) as e:
+        raise r.fail(field, f"{_shown(value)} is not a usable path: {getattr(e, 'strerror', None) or e}") from None
+    return path
+
+
 def _model(r: _Reader, base: Path) -> dict[str, Any]:
     v = r.data.get("model")
     if v is None:
@@ -160,7 +172,9 @@ def _model(r: _Reader, base: Path) -> dict[str, Any]:
     if not isinstance(v, str) or not v:
         raise r.fail("model", f"must be a model name or a .py file, got {_shown(r.data.get('model'))}")
     if v.endswith(".py"):
-        path = (base / Path(v).expanduser()).resolve()
+        path = _local_path(r, "model", base, v)
+        if path.is_dir():
+            raise r.fail("model", f"model file {path} is a folder")
         if not path.is_file():
             raise r.fail("model", f"model file {path} does not exist")
         try:
@@ -228,7 +242,7 @@ def _dataset(r: _Reader, base: Path) -> dict[str, Any]:
 
         if not d.get("path"):
             raise r.fail("dataset.path", f"cifar10 needs a local folder; {CIFAR_HELP}")
-        root = (base / Path(str(d["path"])).expanduser()).resolve()
+        root = _local_path(r, "dataset.path", base, str(d["path"]))
         missing = cifar_missing(root)
         if missing:
             raise r.fail("dataset.path", f"{root} lacks {', '.join(missing)}; {CIFAR_HELP}")
@@ -387,8 +401,11 @@ def load_spec(path: str | Path) -> JobSpec:
     """Read and validate one job file."""
     p = Path(path)
     source = str(path)
-    if not p.is_file():
-        raise SpecError(source, "", "no such file" if not p.exists() else "not a regular file")
+    try:
+        if not p.is_file():
+            raise SpecError(source, "", "no such file" if not p.exists() else "not a regular file")
+    except (OSError, ValueError) as e:   # a name too long, a NUL byte, a symlink loop
+        raise SpecError(source, "", f"cannot be looked up: {getattr(e, 'strerror', None) or e}") from None
     try:
         data = yaml.load(p.read_text(), Loader=_UniqueKeyLoader)
     except yaml.YAMLError as e:

@@ -22,7 +22,11 @@ def plot(job_id: str = typer.Argument(...),
     from coach.job.earlier import find_earlier
     from coach.report.plots import plot_job
 
-    if output.is_dir() or not output.name:
+    try:
+        folder = output.is_dir()
+    except (OSError, ValueError) as e:   # a name too long, a NUL byte
+        raise SpecError("-o", "", f"{output}: cannot be used: {getattr(e, 'strerror', None) or e}") from None
+    if folder or not output.name:
         raise SpecError("-o", "", f"{str(output) or repr('')} is a folder; give a file name such as job.png")
     if not output.suffix:
         output = output.with_name(output.name + ".png")

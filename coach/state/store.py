@@ -63,9 +63,12 @@ _JOB_QUERY = ("SELECT jobs.*, runs.pid AS run_pid, runs.owner AS run_owner "
 
 def coach_home() -> Path:
     """Where Coach keeps its state: $COACH_HOME, else $XDG_DATA_HOME/coach, else ~/.local/share/coach."""
-    if os.environ.get("COACH_HOME"):
-        return Path(os.environ["COACH_HOME"]).expanduser()
-    return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")).expanduser() / "coach"
+    try:
+        if os.environ.get("COACH_HOME"):
+            return Path(os.environ["COACH_HOME"]).expanduser()
+        return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")).expanduser() / "coach"
+    except RuntimeError as e:   # `~someone` for a user this system does not know
+        raise StateError(f"COACH_HOME / XDG_DATA_HOME: cannot be used: {e}") from None
 
 
 LOCK_TIMEOUT_S = 30.0   # how long a write waits for another coach process's transaction

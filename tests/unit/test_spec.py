@@ -203,3 +203,20 @@ def test_an_error_quotes_a_huge_value_briefly(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="name: must be 1-40") as e:
         load_spec(job)
     assert len(str(e.value)) < 500, len(str(e.value))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("model", "~nosuchuser/net.py", "Could not determine home directory"),
+        ("model", "a\0b.py", "embedded null byte"),
+        ("model", "x" * 300 + ".py", "File name too long"),
+        ("dataset", {"name": "cifar10", "path": "~nosuchuser/cifar"}, "Could not determine home directory"),
+    ],
+    ids=["unknown-user", "nul-byte", "name-too-long", "cifar-unknown-user"],
+)
+def test_a_path_the_system_cannot_look_up_is_named_not_a_traceback(tmp_path: Path, field: str, value: object,
+                                                                  problem: str) -> None:
+    """These raised RuntimeError, ValueError or OSError out of `coach submit` (a traceback)."""
+    with pytest.raises(SpecError, match=f"not a usable path: {problem}"):
+        parse_spec(dict(GOOD, **{field: value}), "job.yaml", tmp_path)

@@ -126,3 +126,9 @@ def test_a_store_made_before_a_column_was_added_keeps_its_jobs(tmp_path: Path) -
     assert (job.status, job.epoch, job.val_loss, job.val_epoch) == ("succeeded", 4, 0.09, "")
     store.update_job("j-1", val_epoch="training 4")
     assert Store(path).job("j-1").val_epoch == "training 4"   # a second open adds nothing twice
+
+
+def test_a_coach_home_of_an_unknown_user_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COACH_HOME", "~nosuchuser/coach")
+    with pytest.raises(StateError, match="COACH_HOME / XDG_DATA_HOME: cannot be used"):
+        store_module.coach_home()
