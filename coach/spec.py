@@ -22,7 +22,7 @@ import yaml
 
 from coach import quantities
 from coach.data import DATASET_OPTIONS, DATASETS, SYNTHETIC_DEFAULTS, train_size
-from coach.errors import SpecError
+from coach.errors import SpecError, StateError
 from coach.estimate.cost import (DEFAULT_CPU_CORE_SECOND_PRICE, DEFAULT_GIB_SECOND_PRICE, DEFAULT_RESOURCES, ROLES,
                                  Prices, RoleResources, epoch_cost)
 from coach.models import BUILTIN_MODELS
@@ -423,7 +423,11 @@ def load_spec(path: str | Path) -> JobSpec:
 
 def spec_from_dict(d: dict[str, Any]) -> JobSpec:
     """Rebuild the JobSpec recorded at submission (for `coach resume`)."""
-    d = dict(d)
-    d["resources"] = {k: RoleResources(**v) for k, v in d["resources"].items()}
-    d["prices"] = Prices(**d["prices"])
-    return JobSpec(**d)
+    try:
+        d = dict(d)
+        d["resources"] = {k: RoleResources(**v) for k, v in d["resources"].items()}
+        d["prices"] = Prices(**d["prices"])
+        return JobSpec(**d)
+    except (KeyError, TypeError, AttributeError, ValueError) as e:   # edited or damaged in the store
+        raise StateError(f"the job's recorded spec cannot be read back ({type(e).__name__}: {e}); "
+                         "submit its job file again") from None

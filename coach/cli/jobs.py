@@ -163,16 +163,20 @@ def status(job_id: Optional[str] = typer.Argument(None, help="One job (default: 
     """Every job: state, epoch, loss vs target, (w, s), cost, elapsed, ETA."""
     store = Store()
     jobs = [store.job(job_id)] if job_id is not None else store.jobs()
+    unreadable = [] if job_id is not None else store.unreadable_jobs()
     if json_out:
         out.print_json(json.dumps([dict(j.to_dict(), elapsed_s=fmt.elapsed(j)) for j in jobs]))
-        return
-    if not jobs:
+    elif not jobs and not unreadable:
         console.print(f"no jobs yet in {store.path}")
-        return
-    out.print(_table([fmt.job_row(j) for j in jobs]))
-    for j in jobs:
-        if j.message and j.status in FINAL_STATUSES or j.message.startswith("waiting"):
-            out.print(f"{j.job_id}: {j.message}")
+    elif jobs:
+        out.print(_table([fmt.job_row(j) for j in jobs]))
+        for j in jobs:
+            if j.message and j.status in FINAL_STATUSES or j.message.startswith("waiting"):
+                out.print(f"{j.job_id}: {j.message}")
+    for e in unreadable:   # listed after the readable ones, and the exit code says something is wrong
+        print(f"error: {e}", file=sys.stderr)
+    if unreadable:
+        raise typer.Exit(1)
 
 
 def history(job_id: str = typer.Argument(...), json_out: bool = JsonOpt) -> None:

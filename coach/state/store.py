@@ -57,6 +57,8 @@ _ADDED_COLUMNS = {"jobs": [("val_epoch", "TEXT NOT NULL DEFAULT ''"), ("earlier_
 _JOB_COLUMNS = ("job_id", "name", "spec_path", "status", "target_loss", "budget", "spent", "workers",
                 "servers", "epoch", "val_loss", "val_epoch", "earlier_job", "message", "created_at", "updated_at")
 _EPOCH_COLUMNS = tuple(f.name for f in fields(EpochRecord))
+_JOB_NUMBERS = ("target_loss", "budget", "spent", "workers", "servers", "epoch", "created_at", "updated_at")
+_EPOCH_NUMBERS = tuple(c for c in _EPOCH_COLUMNS if c not in ("job_id", "phase"))
 _JOB_QUERY = ("SELECT jobs.*, runs.pid AS run_pid, runs.owner AS run_owner "
               "FROM jobs LEFT JOIN runs USING (job_id)")
 
@@ -157,9 +159,31 @@ class Store:
         with self._connect() as c:
             c.execute(f"UPDATE jobs SET {cols} WHERE job_id = ?", (*values.values(), job_id))
 
+    def _damaged(self, job_id: str, column: str, why: str) -> StateError:
+        return StateError(f"{self.path}: job {job_id}: {column}: {why}; the row was edited or damaged "
+                          "(the other jobs are not affected)")
+
+    def _numbers(self, row: sqlite3.Row, columns: tuple[str, ...], nullable: tuple[str, ...] = ()) -> None:
+        """Rows are written by Coach only; a value that is not a number was put there by hand or
+        by damage, and is named here rather than failing as a traceback wherever it is read."""
+        for k in columns:
+            v = row[k]
+            if not (isinstance(v, (int, float)) or (v is None and k in nullable)):
+                raise self._damaged(row["job_id"], k, f"not a number: {str(v)[:40]!r}")
+
+    def _json(self, job_id: str, column: str, text: str | None, default: str) -> dict[str, Any]:
+        try:
+            value = json.loads(text or default)
+        except ValueError as e:
+            raise self._damaged(job_id, column, f"not JSON ({e})") from None
+        if not isinstance(value, dict):
+            raise self._damaged(job_id, column, f"not a JSON object: {str(text)[:40]!r}")
+        return value
+
     def _row_to_job(self, row: sqlite3.Row) -> JobRecord:
+        self._numbers(row, _JOB_NUMBERS + ("val_loss",), nullable=("val_loss",))
         job = JobRecord(**{k: row[k] for k in _JOB_COLUMNS})
-        job.eta = json.loads(row["eta_json"] or "{}")
+        job.eta = self._json(job.job_id, "eta_json", row["eta_json"], "{}")
         if job.status not in FINAL_STATUSES and not (row["run_pid"] and _alive(row["run_pid"], row["run_owner"])):
             # nobody runs it: its `coach submit` was killed (or the machine rebooted) mid-job
             pid = f" (pid {row['run_pid']})" if row["run_pid"] else ""
@@ -197,7 +221,7 @@ class Store:
 
     def spec(self, job_id: str) -> dict[str, Any]:
         """The job's spec as submitted (or as last resumed), for `coach resume` and `coach plot`."""
-        return json.loads(self._column(job_id, "spec_json"))
+        return self._json(self.resolve(job_id), "spec_json", self._column(job_id, "spec_json"), "null")
 
     def checkpoint(self, job_id: str) -> str | None:
         """Where the job's last completed epoch left its model, None before the first one."""
@@ -207,9 +231,24 @@ class Store:
         return bool(self._column(job_id, "stop_requested"))
 
     def jobs(self) -> list[JobRecord]:
+        """Every readable job, oldest first (see `unreadable_jobs` for the others)."""
+        return self._jobs()[0]
+
+    def unreadable_jobs(self) -> list[StateError]:
+        """Why each job whose row was edited or damaged cannot be read: one such row must not
+        hide the other jobs from `coach status`, nor stop new jobs from looking for earlier runs."""
+        return self._jobs()[1]
+
+    def _jobs(self) -> tuple[list[JobRecord], list[StateError]]:
         with self._connect() as c:
             rows = c.execute(_JOB_QUERY + " ORDER BY created_at").fetchall()
-        return [self._row_to_job(r) for r in rows]
+        jobs, problems = [], []
+        for r in rows:
+            try:
+                jobs.append(self._row_to_job(r))
+            except StateError as e:
+                problems.append(e)
+        return jobs, problems
 
     # -- epochs ----------------------------------------------------------------------------
     def record_epoch(self, rec: EpochRecord) -> None:
@@ -229,6 +268,8 @@ class Store:
             # must not follow the wall clock (a clock stepped back would reorder epochs)
             rows = c.execute("SELECT * FROM epochs WHERE job_id = ? ORDER BY phase = 'training', epoch",
                              (self.resolve(job_id),)).fetchall()
+        for r in rows:
+            self._numbers(r, _EPOCH_NUMBERS)
         return [EpochRecord(**{k: r[k] for k in _EPOCH_COLUMNS}) for r in rows]
 
     # -- events ----------------------------------------------------------------------------

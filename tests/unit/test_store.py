@@ -132,3 +132,44 @@ def test_a_coach_home_of_an_unknown_user_is_named(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("COACH_HOME", "~nosuchuser/coach")
     with pytest.raises(StateError, match="COACH_HOME / XDG_DATA_HOME: cannot be used"):
         store_module.coach_home()
+
+
+@pytest.mark.parametrize(
+    ("table", "column", "value", "read", "problem"),
+    [
+        ("jobs", "eta_json", "garbage", "job", "eta_json: not JSON"),
+        ("jobs", "created_at", "x", "job", "created_at: not a number: 'x'"),
+        ("jobs", "spec_json", "not json", "spec", "spec_json: not JSON"),
+        ("jobs", "spec_json", "[1, 2]", "spec", "spec_json: not a JSON object"),
+        ("epochs", "val_loss", "abc", "epochs", "val_loss: not a number: 'abc'"),
+    ],
+)
+def test_a_row_edited_by_hand_is_named_not_a_traceback(store: Store, table: str, column: str, value: str,
+                                                       read: str, problem: str) -> None:
+    """Each of these failed as JSONDecodeError, TypeError or ValueError in status, history,
+    resume or plot."""
+    from coach.state.records import EpochRecord
+
+    store.create_job("j-000000", "j", "x.yaml", {"batch_size": 64}, 0.1, 1.0)
+    store.record_epoch(EpochRecord("j-000000", "training", 1, 1, 1, 1.0, 1.0, 1.0, 10, 10.0, 0.0))
+    with sqlite3.connect(store.path) as c:
+        c.execute(f"UPDATE {table} SET {column} = ? WHERE job_id = 'j-000000'", (value,))
+    with pytest.raises(StateError, match=f"job j-000000: {problem}"):
+        getattr(store, read)("j-000000")
+
+
+def test_a_recorded_spec_that_cannot_be_rebuilt_is_named() -> None:
+    from coach.spec import spec_from_dict
+
+    with pytest.raises(StateError, match="recorded spec cannot be read back .KeyError: 'resources'"):
+        spec_from_dict({"foo": 1})
+
+
+def test_one_damaged_job_does_not_hide_the_others(store: Store) -> None:
+    for jid in ("a-000000", "b-000000"):
+        store.create_job(jid, jid[0], "x.yaml", {}, 0.1, 1.0)
+    with sqlite3.connect(store.path) as c:
+        c.execute("UPDATE jobs SET eta_json = 'garbage' WHERE job_id = 'a-000000'")
+    assert [j.job_id for j in store.jobs()] == ["b-000000"]
+    [problem] = store.unreadable_jobs()
+    assert "job a-000000: eta_json: not JSON" in str(problem)
