@@ -31,9 +31,24 @@ BackendOpt = typer.Option("local", "--backend", help="Where role functions run: 
 def _backend(name: str, cpu: float | None, store: Store):
     if name != "local":
         raise SpecError("--backend", "", f"unknown backend {name!r}; available: local")
+    if cpu is not None and not math.isfinite(cpu):
+        raise SpecError("--cpu", "", f"must be a finite number of cores, got {cpu}")
     from coach.backends.local import LocalBackend
 
     return LocalBackend(cpu=cpu, log_dir=store.path.parent / "logs")
+
+
+def _check_fits(spec: Any, capacity: Any) -> None:
+    """A job whose smallest allocation exceeds the backend's capacity would only be recorded
+    to fail: say so before anything is recorded (exit 2)."""
+    w, s = (spec.workers, spec.servers) if spec.allocation == "static" else (1, 1)
+    counts = {"scheduler": 1, "server": s, "worker": w}
+    cpu = sum(n * spec.resources[r].cpu for r, n in counts.items())
+    mem = sum(n * spec.resources[r].memory_gib for r, n in counts.items())
+    if cpu > capacity.cpu + 1e-9 or mem > capacity.memory_gib + 1e-9:
+        raise SpecError(spec.source, "", f"its smallest allocation ({w} worker(s), {s} server(s) and a scheduler) "
+                                         f"needs {cpu:g} cores and {mem:g} GiB; the backend has {capacity.cpu:g} "
+                                         f"cores and {capacity.memory_gib:g} GiB (--cpu)")
 
 
 def _table(rows: list[dict[str, Any]], title: str | None = None) -> Table:
@@ -93,6 +108,8 @@ def submit(job_files: List[Path] = typer.Argument(..., help="One or more job fil
         raise errors[-1]
     store = Store()
     runner = _backend(backend, cpu, store)   # before anything is recorded
+    for s in specs:
+        _check_fits(s, runner.capacity)
     jobs = {register(s, store): s for s in specs}
     for jid in jobs:
         console.print(f"submitted {jid}")
@@ -139,6 +156,7 @@ def resume(job_id: str = typer.Argument(..., help="A stopped, failed, budget-exh
         raise CoachError(f"{job.job_id} has spent {job.spent:.4g}; give a --budget above that")
     spec = dataclasses.replace(spec, budget=budget if budget is not None else spec.budget, max_epochs=limit)
     runner = _backend(backend, cpu, store)
+    _check_fits(spec, runner.capacity)
     other = store.claim_job(job.job_id)
     if other is not None:   # another `coach resume` of it started meanwhile
         raise CoachError(f"{job.job_id} was just resumed by coach process {other}")

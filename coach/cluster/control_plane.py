@@ -175,12 +175,15 @@ def _scheduler_config(directory: Path, kubeconfig: Path, coach: bool) -> Path:
 
 
 def _validate(nodes: int, cpu: str, memory: str) -> None:
-    if nodes < 0 or nodes > 5000:
-        raise ClusterError(f"--nodes must be between 0 and 5000, got {nodes}")
-    for flag, value, form, example in (("--cpu", cpu, quantities.CPU, "4 or 500m"),
-                                       ("--memory", memory, quantities.MEMORY, "8Gi")):
-        if not form.fullmatch(value.strip()):
+    if nodes < 0 or nodes > 5000:   # 0 is a cluster whose pods all stay pending: an experiment too
+        raise SpecError("--nodes", "", f"must be between 0 and 5000, got {nodes}")
+    for flag, value, read, example in (("--cpu", cpu, quantities.cores, "4 or 500m"),
+                                       ("--memory", memory, quantities.gib, "8Gi")):
+        size = read(value.strip())
+        if size is None:
             raise SpecError(flag, "", f"must be a Kubernetes quantity such as {example}, got {value!r}")
+        if size <= 0:
+            raise SpecError(flag, "", f"must be more than 0: a node without it fits no pod, got {value!r}")
 
 
 def up(nodes: int = DEFAULT_NODES, cpu: str = DEFAULT_CPU, memory: str = DEFAULT_MEMORY) -> Path:

@@ -75,8 +75,14 @@ def test_a_damaged_state_file_is_named_not_a_traceback(tmp_path: Path, content: 
         assert f"{tmp_path / 'state.json'}: not a control-plane state" in proc.stderr
 
 
-@pytest.mark.parametrize(("option", "value"), [("--cpu", "4xyz"), ("--memory", "8Qi")])
-def test_up_refuses_malformed_quantities_before_starting_anything(tmp_path: Path, option: str, value: str) -> None:
+@pytest.mark.parametrize(("option", "value", "problem"), [
+    ("--cpu", "4xyz", "must be a Kubernetes quantity"),
+    ("--memory", "8Qi", "must be a Kubernetes quantity"),
+    ("--cpu", "0", "must be more than 0"),       # accepted before: a control plane of nodes that fit no pod
+    ("--memory", "0Gi", "must be more than 0"),
+    ("--nodes", "100000000", "must be between 0 and 5000"),   # exit 1 before
+])
+def test_up_refuses_bad_sizes_before_starting_anything(tmp_path: Path, option: str, value: str, problem: str) -> None:
     proc = run("up", option, value, env={"COACH_CLUSTER_DIR": str(tmp_path)})
-    assert proc.returncode == 2 and f"{option}: must be a Kubernetes quantity" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and f"{option}: {problem}" in proc.stderr, proc.stderr
     assert not (tmp_path / "state.json").exists()

@@ -74,6 +74,18 @@ def test_submit_trains_to_target_and_status_reads_while_running(tmp_path: Path, 
     assert all(r["cost"] > 0 for r in records)
 
 
+@pytest.mark.parametrize(("cpu", "problem"), [
+    ("0.1", "needs 0.85 cores and 1.75 GiB; the backend has 0.1 cores"),   # recorded as a failed job before
+    ("1e400", "--cpu: must be a finite number of cores, got inf"),          # accepted before
+])
+def test_a_backend_too_small_for_the_job_is_refused_before_anything_is_recorded(tmp_path: Path, coach_home: Path,
+                                                                              cpu: str, problem: str) -> None:
+    job = write_job(tmp_path / "fast.yaml", name="fast", **FAST_JOB)
+    proc = run_coach("submit", str(job), "--cpu", cpu)
+    assert proc.returncode == 2 and problem in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert "no jobs yet" in run_coach("status", check=True).stderr
+
+
 def test_a_reader_that_goes_away_does_not_stop_the_jobs(tmp_path: Path, coach_home: Path) -> None:
     """`coach submit job.yaml 2>&1 | head -3`: the progress pipe closes after three lines. Before,
     the watcher's BrokenPipeError tore the backend down under the running job, which then
