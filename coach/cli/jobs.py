@@ -208,6 +208,9 @@ def history(job_id: str = typer.Argument(...), json_out: bool = JsonOpt) -> None
              "train loss": f"{e.train_loss:.4g}", "val loss": f"{e.val_loss:.4g}",
              "duration": f"{e.duration_s:.1f}s", "samples/s": f"{e.samples_per_s:.0f}",
              "cost": f"{e.cost:.4g}", "retries": e.retries} for e in epochs]
+    if not rows:   # an empty table prints as a blank line
+        console.print(f"{store.job(job_id).job_id} has no recorded epochs yet")
+        return
     out.print(_table(rows, title=store.job(job_id).job_id))
 
 
