@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import time
-from typing import Any
+from typing import Any, TextIO
+
+from rich.console import Console
 
 from coach.state.records import FINAL_STATUSES, JobRecord
 
@@ -83,3 +86,18 @@ def progress_line(job: JobRecord) -> str:
     elif job.message.startswith("waiting"):
         line += f"  — {job.message}"
     return line
+
+
+def silence(stream: TextIO) -> None:
+    """Send what is still written to `stream` to /dev/null, so a closed pipe breaks nothing
+    else (nor the interpreter's final flush)."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+
+
+class PipeSafeConsole(Console):
+    """A rich Console that goes quiet when its reader goes away (`coach submit | head`),
+    instead of rich's SystemExit(1): the jobs still end as they would, with their exit code."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        silence(self.file)

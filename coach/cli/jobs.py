@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 from coach.cli import format as fmt
-from coach.cli.progress import PipeSafeConsole
+from coach.cli.format import PipeSafeConsole
 from coach.errors import CoachError, SpecError
 from coach.state.records import FINAL_STATUSES
 from coach.state.store import Store
@@ -41,10 +41,10 @@ def _backend(name: str, cpu: float | None, store: Store):
 def _check_fits(spec: Any, capacity: Any) -> None:
     """A job whose smallest allocation exceeds the backend's capacity would only be recorded
     to fail: say so before anything is recorded (exit 2)."""
+    from coach.plan import footprint
+
     w, s = (spec.workers, spec.servers) if spec.allocation == "static" else (1, 1)
-    counts = {"scheduler": 1, "server": s, "worker": w}
-    cpu = sum(n * spec.resources[r].cpu for r, n in counts.items())
-    mem = sum(n * spec.resources[r].memory_gib for r, n in counts.items())
+    cpu, mem = footprint(spec.resources, w, s)
     if cpu > capacity.cpu + 1e-9 or mem > capacity.memory_gib + 1e-9:
         raise SpecError(spec.source, "", f"its smallest allocation ({w} worker(s), {s} server(s) and a scheduler) "
                                          f"needs {cpu:g} cores and {mem:g} GiB; the backend has {capacity.cpu:g} "

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import sys
 import time
-import os
-from typing import Callable, TextIO
+from typing import Callable
 
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from coach.cli.format import progress_line
+from coach.cli.format import progress_line, silence
 from coach.state.store import Store
 
 REFRESH_S = 0.5
@@ -28,21 +27,6 @@ def watch(store: Store, job_ids: list[str], finished: Callable[[], bool], consol
         silence(sys.stderr)
         while not finished():
             time.sleep(REFRESH_S)
-
-
-def silence(stream: TextIO) -> None:
-    """Send what is still written to `stream` to /dev/null, so a closed pipe breaks nothing
-    else (nor the interpreter's final flush)."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
-
-
-class PipeSafeConsole(Console):
-    """A rich Console that goes quiet when its reader goes away (`coach submit | head`),
-    instead of rich's SystemExit(1): the jobs still end as they would, with their exit code."""
-
-    def on_broken_pipe(self) -> None:
-        self.quiet = True
-        silence(self.file)
 
 
 def _show(store: Store, job_ids: list[str], finished: Callable[[], bool], console: Console) -> None:

@@ -81,7 +81,7 @@ class Coordinator:
                 self._demands[job_id] = demand
                 grant = self._grant(demand, others)
                 if grant is not None:   # held here at once: this run's other jobs see it taken
-                    cpu, mem = footprint(demand, grant.workers, grant.servers)
+                    cpu, mem = footprint(demand.resources, grant.workers, grant.servers)
                     self._held[job_id] = _Held(cpu, mem, time.monotonic(), None)
             if grant is not None:
                 if self._store is None or self._store.take_lease(job_id, cpu, mem, self.capacity.cpu,

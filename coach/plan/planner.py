@@ -96,7 +96,7 @@ class RunningJob:
 def min_resources(demand: JobDemand) -> tuple[float, float]:
     """(cores, GiB) of the smallest allocation the job can run with."""
     w, s = demand.static or (1, 1)
-    return footprint(demand, w, s)
+    return footprint(demand.resources, w, s)
 
 
 def gain_floor(speed: SpeedModel) -> float:
@@ -123,7 +123,7 @@ def plan_with_waits(demands: Sequence[JobDemand], capacity_cpu: float, capacity_
     blocked = False
     for d in demands:
         w, s = d.static or (1, 1)
-        cpu, mem = footprint(d, w, s)
+        cpu, mem = footprint(d.resources, w, s)
         if blocked or cpu > free_cpu + 1e-9 or mem > free_mem + 1e-9:
             alloc[d.job_id] = None
             if not blocked:
@@ -192,11 +192,11 @@ class _Step:
     why_not: str
 
 
-def footprint(d: JobDemand, w: int, s: int) -> tuple[float, float]:
-    """(cores, GiB) that one scheduler, `s` servers and `w` workers of the job hold."""
+def footprint(resources: Mapping[str, RoleResources], w: int, s: int) -> tuple[float, float]:
+    """(cores, GiB) that one scheduler, `s` servers and `w` workers hold."""
     counts = {"scheduler": 1, "server": s, "worker": w}
-    cpu = sum(n * d.resources[r].cpu for r, n in counts.items())
-    mem = sum(n * d.resources[r].memory_gib for r, n in counts.items())
+    cpu = sum(n * resources[r].cpu for r, n in counts.items())
+    mem = sum(n * resources[r].memory_gib for r, n in counts.items())
     return cpu, mem
 
 
