@@ -329,13 +329,11 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
     if batch_size > n_train:
         raise r.fail("batch_size", f"{batch_size} is more than the {n_train} training samples of "
                                    f"{dataset['name']}: every epoch would be a single step")
-    tuning_samples = r.number("tuning_samples", 1024, integer=True, ge=1)
-    if tuning_samples < batch_size:
-        raise r.fail("tuning_samples", f"must be >= batch_size ({batch_size}): a mini-epoch shorter than one "
-                                       f"synchronous step measures no speed, got {tuning_samples}")
-    if tuning_samples > n_train:
-        raise r.fail("tuning_samples", f"{tuning_samples} is more than the {n_train} training samples of "
-                                       f"{dataset['name']}: a mini-epoch is part of an epoch")
+    # a mini-epoch is trimmed to the data; it needs a sample for every worker it is tried with
+    tuning_samples = min(r.number("tuning_samples", min(max(1024, batch_size), n_train), integer=True, ge=1), n_train)
+    if tuning_samples < max_workers:
+        raise r.fail("tuning_samples", f"must be >= max_workers ({max_workers}) so every worker gets a sample, "
+                                       f"got {tuning_samples}")
     prices = data.get("prices")
     prices = {} if prices is None else prices
     if not isinstance(prices, dict) or set(prices) - {"cpu_core_second", "gib_second"}:

@@ -43,23 +43,31 @@ def find_earlier(store: Store, job: JobRecord, spec: Mapping[str, Any],
         for job_id in job.earlier_job.split(","):
             try:
                 other = store.job(job_id)
-            except StateError:   # deleted from the store since
+                e = _earlier(store, other, same_curve(store.spec(job_id), spec), samples_per_epoch)
+            except StateError:   # deleted from the store since, or its row damaged: ask the others
                 continue
-            if e := _earlier(store, other, same_curve(store.spec(job_id), spec), samples_per_epoch):
+            if e:
                 found.append(e)
         return found
     found, specs = [], []
     for other in reversed(store.jobs()):   # newest first
         if other.created_at >= job.created_at or other.job_id == job.job_id or other.status not in FINAL_STATUSES:
             continue
-        other_spec = store.spec(other.job_id)
+        try:
+            other_spec = store.spec(other.job_id)
+        except StateError:   # a row edited or damaged: one job's problem, not every new job's
+            continue
         if not same_model(other_spec, spec) or any(same_curve(other_spec, s) for s in specs):
             continue   # another model or data, or a configuration already asked (a newer run of it)
         same = same_curve(other_spec, spec)
         others = sum(not e.same for e in found)
         if not same and others == MAX_EARLIER:
             continue   # enough other configurations; the job's own may still come
-        if e := _earlier(store, other, same, samples_per_epoch):
+        try:
+            e = _earlier(store, other, same, samples_per_epoch)
+        except StateError:
+            continue
+        if e:
             found.append(e)
             specs.append(other_spec)
             if others + (not same) == MAX_EARLIER and any(f.same for f in found):

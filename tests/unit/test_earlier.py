@@ -95,3 +95,20 @@ def test_a_job_that_found_none_when_it_started_asks_none_later(tmp_path: Path) -
     store.create_job("me", "me", "me.yaml", SPEC, 0.1, 1.0)
     store.update_job("me", earlier_job=NONE_FOUND)
     assert find_earlier(store, store.job("me"), SPEC, None) == []
+
+
+@pytest.mark.parametrize(("column", "table"), [("spec_json", "jobs"), ("val_loss", "epochs")])
+@pytest.mark.parametrize("chosen", [False, True], ids=["searched", "chosen-at-start"])
+def test_a_damaged_earlier_job_is_skipped_not_fatal(tmp_path: Path, column: str, table: str, chosen: bool) -> None:
+    """One row edited by hand made every later job fail to start (StateError while searching)."""
+    import sqlite3
+
+    store = Store(tmp_path / "coach.db")
+    add(store, "a", "succeeded")
+    add(store, "b", "succeeded")
+    with sqlite3.connect(store.path) as c:
+        c.execute(f"UPDATE {table} SET {column} = 'garbage' WHERE job_id = 'b'")
+    store.create_job("me", "me", "me.yaml", SPEC, 0.1, 1.0)
+    if chosen:
+        store.update_job("me", earlier_job="b,a")
+    assert [e.job.job_id for e in find_earlier(store, store.job("me"), SPEC, None)] == ["a"]

@@ -93,12 +93,10 @@ BROKEN = [
     ("bad-role", dict(GOOD, resources={"gpu": {"cpu": 1}}), "resources.gpu", "unknown role"),
     ("bad-optimizer", dict(GOOD, optimizer="lbfgs"), "optimizer", "must be one of"),
     ("batch-below-workers", dict(GOOD, batch_size=2, max_workers=4), "batch_size", ">= max_workers"),
-    # accepted before, then every (2, 1) mini-epoch failed its 4 attempts: "limit: must be >= workers"
     ("name-ending-in-a-newline", dict(GOOD, name="mlp\n"), "name", "must be 1-40 lowercase"),   # job id "mlp\n-fad2f0"
-    ("tuning-below-one-step", dict(GOOD, tuning_samples=1), "tuning_samples", "must be >= batch_size (64)"),
-    # accepted before: the deadline was sized for 1e14 samples and every attempt failed on time_t
-    ("tuning-beyond-the-data", dict(GOOD, dataset="digits", tuning_samples=10**14), "tuning_samples",
-     "more than the 1438 training samples of digits"),
+    # accepted before, then every (2, 1) mini-epoch failed its 4 attempts: "limit: must be >= workers"
+    ("tuning-below-the-workers", dict(GOOD, tuning_samples=1, max_workers=4), "tuning_samples",
+     "must be >= max_workers (4)"),
     # accepted before: 4 charged attempts, each failing in MXNet's convolution with a C++ message
     ("lenet-on-flat-samples", dict(GOOD, model="lenet", dataset={"name": "synthetic", "shape": [5]}),
      "dataset.shape", "lenet convolves images"),
@@ -220,3 +218,20 @@ def test_a_path_the_system_cannot_look_up_is_named_not_a_traceback(tmp_path: Pat
     """These raised RuntimeError, ValueError or OSError out of `coach submit` (a traceback)."""
     with pytest.raises(SpecError, match=f"not a usable path: {problem}"):
         parse_spec(dict(GOOD, **{field: value}), "job.yaml", tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("fields", "tuning"),
+    [
+        ({}, 1024),
+        ({"tuning_samples": 256}, 256),
+        # the default fits small data and large batches (both were refused for a while)
+        ({"dataset": {"name": "synthetic", "samples": 1000}}, 800),
+        ({"batch_size": 2048}, 2048),
+        # trimmed to the data: the deadline was once sized for 1e14 samples (time_t overflow)
+        ({"dataset": "digits", "tuning_samples": 10**14}, 1438),
+    ],
+    ids=["default", "given", "small-data", "large-batch", "beyond-the-data"],
+)
+def test_a_mini_epoch_fits_the_data_and_the_batch(tmp_path: Path, fields: dict, tuning: int) -> None:
+    assert parse_spec(dict(GOOD, **fields), "job.yaml", tmp_path).tuning_samples == tuning
