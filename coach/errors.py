@@ -5,7 +5,7 @@
     ├── StateError              the state store is missing a job/epoch, or is unreadable
     ├── BackendError            a backend could not deploy, invoke or tear down a role function
     │   └── EpochFailed         an epoch failed for good: retries ran out, a stop was requested
-    │       └── FailsAgain      a retry or resume would fail the same way (own code, damaged checkpoint)
+    │       └── FailsAgain      a retry would fail the same way (own code, damaged checkpoint)
     │           └── Diverged    the loss became NaN or infinite
     ├── UserCodeError           a job's own model file failed (build, forward)
     ├── CheckpointError         a checkpoint on disk cannot be read
@@ -51,8 +51,11 @@ class EpochFailed(BackendError):
 
 
 class FailsAgain(EpochFailed):
-    """Raised when an epoch failed in a way a retry or a resume would repeat: the job's own code
-    (recorded at submit), a damaged checkpoint. Neither is retried; `coach resume` refuses."""
+    """Raised when an epoch failed in a way a retry would repeat: the job's own code (recorded
+    at submit: `coach resume` refuses it) or a damaged checkpoint (`resumable`: once the file is
+    restored, a resume can load it)."""
+
+    resumable: bool = False
 
 
 class Diverged(FailsAgain):

@@ -108,7 +108,7 @@ class EpochRunner:
         calls += [("worker", i, dict(base, role="worker", shard=i)) for i in range(plan.workers)]
         t0 = time.monotonic()
         answers: list[tuple[str, Invocation]] = []
-        first_error, permanent = "", False
+        first_error, permanent, resumable = "", False, False
         with ThreadPoolExecutor(len(calls)) as pool:
             futures = {pool.submit(self.backend.invoke, plan.job_id, role, i, payload,
                                    plan.deadline_s + HTTP_MARGIN_S): role for role, i, payload in calls}
@@ -123,15 +123,18 @@ class EpochRunner:
                         inv = Invocation(599, {"error": f"{type(e).__name__}: {e}"})
                     answers.append((role, inv))
                     if not inv.ok and not first_error:
-                        first_error, permanent = f"{role}: {inv.error}", bool(inv.body.get("permanent"))
+                        first_error = f"{role}: {inv.error}"
+                        permanent, resumable = bool(inv.body.get("permanent")), bool(inv.body.get("resumable"))
                         abort.write_text(first_error)   # the rest of the group stops now
         wall = time.monotonic() - t0
         for role, inv in answers:
             function_s[role] += float(inv.body.get("function_s", wall))
         shutil.rmtree(attempt_dir, ignore_errors=True)
         if first_error and permanent:
-            raise FailsAgain(f"{plan.phase} epoch {plan.epoch} failed: {first_error} "
-                              "(not retried: it would fail the same way every time)")
+            failed = FailsAgain(f"{plan.phase} epoch {plan.epoch} failed: {first_error} "
+                                "(not retried: it would fail the same way every time)")
+            failed.resumable = resumable
+            raise failed
         if first_error:
             return None, first_error
         workers = [inv.body for role, inv in answers if role == "worker"]

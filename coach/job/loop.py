@@ -238,8 +238,9 @@ class JobLoop:
             if e.function_s:   # attempts that failed still ran, and are paid for
                 cost = measured_cost(e.function_s, self.spec.resources, self.spec.prices)
                 self.store.update_job(jid, spent=self.store.job(jid).spent + cost)
-            if isinstance(e, FailsAgain):   # failed even if a stop came at once: a resume would fail again
-                self._event("diverged" if isinstance(e, Diverged) else "fails_again", str(e))
+            if isinstance(e, FailsAgain):   # failed even if a stop came at once: a retry would fail again
+                kind = "diverged" if isinstance(e, Diverged) else "checkpoint" if e.resumable else "fails_again"
+                self._event(kind, str(e))
                 return self._finish("failed", str(e))
             return self._finish("stopped" if self._stop_requested() else "failed", str(e))
         except CoachError as e:

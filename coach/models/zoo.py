@@ -93,10 +93,12 @@ def first_forward(net: Any, sample_shape: tuple[int, ...], num_classes: int, fil
     try:
         out = net(mx.nd.zeros((1,) + tuple(sample_shape), ctx=ctx))
         shape = tuple(out.shape)
-    except Exception as e:   # the same on every attempt: not retried
+    except Exception as e:
+        if not file:   # a built-in network: the job file's data is checked at submit
+            raise
         first = (str(e).strip().splitlines() or [""])[0][:300]
-        raise UserCodeError(f"{file or 'the built-in model'}: the network failed on one sample of shape "
-                            f"{tuple(sample_shape)}: {type(e).__name__}: {first}") from None
+        raise UserCodeError(f"{file}: the network failed on one sample of shape {tuple(sample_shape)}: "
+                            f"{type(e).__name__}: {first}") from None
     if file and shape != (1, num_classes):
         raise UserCodeError(f"{file}: the network outputs shape {shape[1:]} per sample; it must output "
                             f"({num_classes},), one score per class (build gets num_classes={num_classes})")

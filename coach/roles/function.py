@@ -180,7 +180,7 @@ class FunctionRuntime:
     def _finished(task: EpochTask, code: int, result: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:
         if result is not None and "error" in result:
             return 500, {"error": f"{task.role} failed: {result['error']}",
-                         "permanent": bool(result.get("permanent"))}
+                         "permanent": bool(result.get("permanent")), "resumable": bool(result.get("resumable"))}
         if code == 0 and result is not None:
             return 200, result
         return 500, {"error": f"{task.role} process {_describe_exit(code)} before answering"}

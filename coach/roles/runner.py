@@ -89,7 +89,8 @@ def _run_role(task: Any) -> dict[str, Any]:
         from coach.errors import CheckpointError, UserCodeError
 
         result = {"role": task.role, "error": f"{type(e).__name__}: {e}",   # the same code or file would fail again
-                  "permanent": isinstance(e, (UserCodeError, CheckpointError))}
+                  "permanent": isinstance(e, (UserCodeError, CheckpointError)),
+                  "resumable": isinstance(e, CheckpointError)}   # once the file is restored
         if not isinstance(e, UserCodeError) and (where := _user_frame(e, task)):
             # raised in the user's own network code: the same code would fail again
             first = (str(e).strip().splitlines() or [""])[0][:300]

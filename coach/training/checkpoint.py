@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 from pathlib import Path
 from typing import Any
@@ -46,10 +47,14 @@ def load(path: str | Path, net: Any, trainer: Any, ctx: Any) -> dict[str, Any]:
     p = Path(path)
     if not is_complete(p):
         raise CheckpointError(f"{p}: not a complete checkpoint")
+    from mxnet.base import MXNetError
+
     for name, read in ((PARAMS, lambda f: net.load_parameters(f, ctx=ctx)), (TRAINER, trainer.load_states)):
         try:
             read(str(p / name))
-        except Exception as e:   # MXNet's own messages are C++ stack traces: keep their first line
+        # what a file that is not what save() wrote raises; OSError or MemoryError are retried
+        except (MXNetError, ValueError, KeyError, EOFError, pickle.UnpicklingError) as e:
+            # MXNet's own messages are C++ stack traces: keep their first line
             first = (str(e).strip().splitlines() or [""])[0][:200]
             raise CheckpointError(f"{p / name}: damaged checkpoint, cannot be loaded "
                                   f"({type(e).__name__}: {first})") from None
