@@ -129,7 +129,8 @@ class _Reader:
 
 def _memory_gib(r: _Reader, value: Any, name: str) -> float:
     """Kubernetes quantities (512Mi, 1Gi, 1G) or plain GiB numbers, up to MAX_ROLE_GIB."""
-    size = None if isinstance(value, bool) else quantities.gib(str(value))
+    # only text or a number can be a quantity (str() of a nested value can take gigabytes)
+    size = quantities.gib(str(value)) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
     if not size:
         raise r.fail(name, f"must be a memory size like 512Mi or 2Gi, got {_shown(value)}")
     if size > MAX_ROLE_GIB:   # e.g. 1073741824 meant as bytes: a plain number here is GiB
@@ -140,7 +141,7 @@ def _memory_gib(r: _Reader, value: Any, name: str) -> float:
 
 def _cpu(r: _Reader, value: Any, name: str) -> float:
     """Kubernetes CPU quantities (500m, 0.5, 2, "2"), up to MAX_ROLE_CPU."""
-    n = None if isinstance(value, bool) else quantities.cores(str(value))
+    n = quantities.cores(str(value)) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
     if not n:
         raise r.fail(name, f"must be cores like 0.5 or 500m, got {_shown(value)}")
     if n > MAX_ROLE_CPU:
@@ -240,9 +241,9 @@ def _dataset(r: _Reader, base: Path) -> dict[str, Any]:
     if d["name"] == "cifar10":
         from coach.data.datasets import CIFAR_HELP, cifar_missing
 
-        if not d.get("path"):
-            raise r.fail("dataset.path", f"cifar10 needs a local folder; {CIFAR_HELP}")
-        root = _local_path(r, "dataset.path", base, str(d["path"]))
+        if not d.get("path") or not isinstance(d["path"], str):
+            raise r.fail("dataset.path", f"cifar10 needs a local folder, got {_shown(d.get('path'))}; {CIFAR_HELP}")
+        root = _local_path(r, "dataset.path", base, d["path"])
         missing = cifar_missing(root)
         if missing:
             raise r.fail("dataset.path", f"{root} lacks {', '.join(missing)}; {CIFAR_HELP}")

@@ -142,8 +142,8 @@ def resume(job_id: str = typer.Argument(..., help="A stopped, failed, budget-exh
     if "fails_again" in kinds:   # the model's source is the one recorded at submit, the checkpoint the same
         raise CoachError(f"{job.job_id} failed in a way a resume would repeat ({job.message}); "
                          f"fix the cause and submit {job.spec_path} again")
-    if job.status == "budget_exhausted" and budget is None:
-        raise CoachError(f"{job.job_id} ran out of budget (spent {job.spent:.4g} of {spec.budget:.4g}); "
+    if job.status == "budget_exhausted" and (budget is None or budget <= spec.budget):
+        raise CoachError(f"{job.job_id} stopped on its budget of {spec.budget:.4g} ({job.message}); "
                          "give a larger --budget")
     trained = sum(1 for e in store.epochs(job.job_id) if e.phase == "training")
     limit = max_epochs or spec.max_epochs
@@ -180,8 +180,7 @@ def status(job_id: Optional[str] = typer.Argument(None, help="One job (default: 
            json_out: bool = JsonOpt) -> None:
     """Every job: state, epoch, loss vs target, (w, s), cost, elapsed, ETA."""
     store = Store()
-    jobs = [store.job(job_id)] if job_id is not None else store.jobs()
-    unreadable = [] if job_id is not None else store.unreadable_jobs()
+    jobs, unreadable = ([store.job(job_id)], []) if job_id is not None else store.read_jobs()
     if json_out:
         out.print_json(json.dumps([dict(j.to_dict(), elapsed_s=fmt.elapsed(j)) for j in jobs]))
     elif not jobs and not unreadable:

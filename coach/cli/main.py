@@ -28,10 +28,8 @@ def main() -> None:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
-    except BrokenPipeError:   # `coach status | head`: the reader has what it wanted
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())   # so the interpreter's final flush stays quiet
-        os.dup2(devnull, sys.stderr.fileno())
+    except BrokenPipeError:   # `coach plot … | head -0`: the reader has gone
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # the final flush stays quiet
         sys.exit(1)
 
 

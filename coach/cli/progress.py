@@ -11,6 +11,7 @@ from rich.live import Live
 from rich.text import Text
 
 from coach.cli.format import progress_line, silence
+from coach.errors import CoachError
 from coach.state.store import Store
 
 REFRESH_S = 0.5
@@ -23,10 +24,15 @@ def watch(store: Store, job_ids: list[str], finished: Callable[[], bool], consol
     closes the pipe): the jobs go on, unwatched, and end as they would have."""
     try:
         _show(store, job_ids, finished, console)
-    except OSError:   # BrokenPipeError and the like: the reader went away, not the jobs
+    except BrokenPipeError:   # the reader went away, not the jobs
         silence(sys.stderr)
-        while not finished():
-            time.sleep(REFRESH_S)
+    except (OSError, CoachError) as e:   # a full disk, a store locked too long: the jobs go on
+        try:
+            print(f"progress stopped ({e}); the jobs go on: `coach status` shows them", file=sys.stderr)
+        except OSError:
+            pass
+    while not finished():
+        time.sleep(REFRESH_S)
 
 
 def _show(store: Store, job_ids: list[str], finished: Callable[[], bool], console: Console) -> None:

@@ -231,15 +231,12 @@ class Store:
         return bool(self._column(job_id, "stop_requested"))
 
     def jobs(self) -> list[JobRecord]:
-        """Every readable job, oldest first (see `unreadable_jobs` for the others)."""
-        return self._jobs()[0]
+        """Every readable job, oldest first (`read_jobs` also says why the others are not)."""
+        return self.read_jobs()[0]
 
-    def unreadable_jobs(self) -> list[StateError]:
-        """Why each job whose row was edited or damaged cannot be read: one such row must not
-        hide the other jobs from `coach status`, nor stop new jobs from looking for earlier runs."""
-        return self._jobs()[1]
-
-    def _jobs(self) -> tuple[list[JobRecord], list[StateError]]:
+    def read_jobs(self) -> tuple[list[JobRecord], list[StateError]]:
+        """The readable jobs, oldest first, and why each job whose row was edited or damaged
+        cannot be read: one such row must not hide the other jobs from `coach status`."""
         with self._connect() as c:
             rows = c.execute(_JOB_QUERY + " ORDER BY created_at").fetchall()
         jobs, problems = [], []

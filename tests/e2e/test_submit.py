@@ -103,6 +103,18 @@ def test_a_reader_that_goes_away_does_not_stop_the_jobs(tmp_path: Path, coach_ho
     assert not [e for e in events if e["kind"] in ("retry", "epoch_failed")], events
 
 
+def test_a_closed_stdout_leaves_the_progress_on_stderr(tmp_path: Path, coach_home: Path) -> None:
+    """`coach submit --json | true`: only the JSON's reader went away; progress and the job go on."""
+    job = write_job(tmp_path / "fast.yaml", name="fast", **FAST_JOB)
+    proc = subprocess.Popen([*COACH, "submit", str(job), "--json"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    assert re.search(r"fast-\w+ +succeeded", err), err
+
+
 def test_jobs_run_concurrently_without_waiting_for_each_others_tuning(tmp_path: Path, coach_home: Path) -> None:
     files = [str(write_job(tmp_path / f"j{i}.yaml", name=f"multi{i}", **FAST_JOB)) for i in range(3)]
     proc = run_coach("submit", *files, "--json", "--cpu", "3")
@@ -135,7 +147,9 @@ def test_static_job_with_tight_budget_stops_as_budget_exhausted(tmp_path: Path, 
     assert (coach_home / "jobs" / rec["job_id"] / "checkpoints").iterdir(), "checkpoint kept"
     # resuming without more money would start the backend only to stop again (and charge for it)
     again = run_coach("resume", rec["job_id"])
-    assert again.returncode == 1 and "ran out of budget" in again.stderr and "--budget" in again.stderr
+    assert again.returncode == 1 and "stopped on its budget" in again.stderr and "larger --budget" in again.stderr
+    same = run_coach("resume", rec["job_id"], "--budget", str(rec["budget"]))   # no more money than before
+    assert same.returncode == 1 and "larger --budget" in same.stderr, same.stderr
     assert json.loads(run_coach("status", "--json", check=True).stdout)[0]["spent"] == rec["spent"]
 
 

@@ -171,5 +171,5 @@ def test_one_damaged_job_does_not_hide_the_others(store: Store) -> None:
     with sqlite3.connect(store.path) as c:
         c.execute("UPDATE jobs SET eta_json = 'garbage' WHERE job_id = 'a-000000'")
     assert [j.job_id for j in store.jobs()] == ["b-000000"]
-    [problem] = store.unreadable_jobs()
+    [problem] = store.read_jobs()[1]
     assert "job a-000000: eta_json: not JSON" in str(problem)
