@@ -72,12 +72,7 @@ def stored_job(tmp_path, monkeypatch):
 def test_plot_places_tuning_where_the_job_loop_fitted_it(tmp_path, monkeypatch):
     """Before any training epoch, a mini-epoch counts its share of the training split, as in
     the job loop; not the largest mini-epoch as a whole epoch (1, 2, 3 before)."""
-    import typer
-    from typer.testing import CliRunner
-
-    from coach.cli.plot import plot
     from coach.data import train_size
-    from coach.report import plots
     from coach.state.store import Store
 
     monkeypatch.setenv("COACH_HOME", str(tmp_path / "home"))
@@ -85,13 +80,8 @@ def test_plot_places_tuning_where_the_job_loop_fitted_it(tmp_path, monkeypatch):
     store.create_job("job1", "job", "x.yaml", {"dataset": {"name": "digits"}, "batch_size": 64}, 0.45, 1.0)
     for i, loss in enumerate([1.9, 1.2, 0.8], start=1):
         store.record_epoch(EpochRecord("job1", "tuning", i, i, 1, loss + 0.1, loss, 2.0, 1024, 500.0, 0.001))
-    figures = []
-    monkeypatch.setattr(plots.plt, "close", figures.append)
-    app = typer.Typer()
-    app.command()(plot)
-    result = CliRunner().invoke(app, ["job1", "-o", str(tmp_path / "job.png")], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    [points] = [line for line in figures[0].axes[0].get_lines() if line.get_label() == "tuning mini-epochs"]
+    [points] = [line for line in _plot_command(tmp_path, monkeypatch).axes[0].get_lines()
+                if line.get_label() == "tuning mini-epochs"]
     n = train_size("digits", {})
     assert list(points.get_xdata()) == pytest.approx([1024 / n, 2048 / n, 3072 / n])
 
@@ -125,11 +115,6 @@ def test_plot_command_output_paths(tmp_path, stored_job, monkeypatch, output, wr
 
 
 def test_plot_draws_the_earlier_run_the_eta_asked(tmp_path, monkeypatch):
-    import typer
-    from typer.testing import CliRunner
-
-    from coach.cli.plot import plot
-    from coach.report import plots
     from coach.state.store import Store
 
     monkeypatch.setenv("COACH_HOME", str(tmp_path / "home"))
@@ -143,14 +128,25 @@ def test_plot_draws_the_earlier_run_the_eta_asked(tmp_path, monkeypatch):
     store.create_job("job1", "job", "x.yaml", spec, 0.45, 1.0)
     for r in records(6):
         store.record_epoch(r)
+    labels = [t.get_text() for t in _plot_command(tmp_path, monkeypatch).axes[0].get_legend().get_texts()]
+    assert any(label.startswith("earlier run job0 at pace") for label in labels), labels
+
+
+def _plot_command(tmp_path, monkeypatch):
+    """`coach plot job1`, run in-process; the figure it drew."""
+    import typer
+    from typer.testing import CliRunner
+
+    from coach.cli.plot import plot
+    from coach.report import plots
+
     figures = []
     monkeypatch.setattr(plots.plt, "close", figures.append)
     app = typer.Typer()
     app.command()(plot)
     result = CliRunner().invoke(app, ["job1", "-o", str(tmp_path / "job.png")], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    labels = [t.get_text() for t in figures[0].axes[0].get_legend().get_texts()]
-    assert any(label.startswith("earlier run job0 at pace") for label in labels), labels
+    return figures[0]
 
 
 def _loss_labels(tmp_path, monkeypatch, recs, target):
