@@ -92,7 +92,9 @@ def test_cores_leased_by_another_process_are_not_handed_out(store: Store, other:
     coord = Coordinator(Capacity(cpu=1.0, memory_gib=8), store)
     reasons: list[str] = []
     assert coord.acquire(demand("b"), reasons.append, timeout_s=0.3) is None
-    assert "0.15 cores" in reasons[0] and re.search(r"expected wait ~(19|20)s", reasons[0]), reasons[0]
+    wait = re.search(r"expected wait ~(\d+)s", reasons[0])
+    # the lease's 20 s run from its grant: on a loaded machine a few of them pass before the ask
+    assert "0.15 cores" in reasons[0] and wait and 10 <= int(wait.group(1)) <= 20, reasons[0]
     assert other("drop", "elsewhere") == "ok"
     got = coord.acquire(demand("b"), timeout_s=3)
     assert got is not None and (got.workers, got.servers) == (1, 1)
