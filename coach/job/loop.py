@@ -277,51 +277,8 @@ class JobLoop:
             return self._finish("failed", f"the job's minimum ({'static ' if first.static else ''}"
                                 f"{first.static or (1, 1)}) does not fit the backend's capacity "
                                 f"({coord.capacity.cpu:g} cores, {coord.capacity.memory_gib:g} GiB)")
-        tuned = {(r.workers, r.servers) for r in history if r.phase == "tuning"}
-        configs = [(w, s) for w, s in TUNING_CONFIGS
-                   if w <= spec.max_workers and s <= spec.max_servers and (w, s) not in tuned]
-        # a job stopped during tuning resumes it where it stopped; once training, tuning is over
-        if spec.allocation == "dynamic" and configs and not any(r.phase == "training" for r in history):
-            # start every function tuning will use at once, so their start-up overlaps the first
-            # mini-epoch instead of delaying each later one (scaled-down replicas stay warm)
-            for role, n in (("scheduler", 1), ("worker", max(w for w, _ in configs)),
-                            ("server", max(s for _, s in configs))):
-                try:
-                    self.run.backend.deploy(self.run.job_id, role, n)
-                except BackendError as e:   # only a head start: each epoch deploys what it needs, with retries
-                    self._event("deploy_failed", f"starting {n} {role} function(s) ahead of tuning: {e}; "
-                                "each mini-epoch starts what it needs")
-            for i, (w, s) in enumerate(configs):
-                if self._stop_requested():
-                    return self._finish("stopped", "stopped by request during tuning")
-                left = self._budget_left()
-                predicted = _mini_epoch_cost(history, w, s, spec)
-                if predicted is not None and predicted > left:
-                    self._event("tuning_skipped", f"({w}, {s}) and the rest: a mini-epoch is predicted to cost "
-                                f"{predicted:.3g}, {max(left, 0):.3g} of the budget is left")
-                    break
-                if left <= 0:
-                    break
-                if (why := _known_not_to_help(history, w, s)) is not None:
-                    self._event("tuning_skipped", f"({w}, {s}): {why}")
-                    continue
-                demand = JobDemand(job_id=self.run.job_id, speed=None, remaining_epochs=None,
-                                   samples_per_epoch=float(self.n_train), static=(w, s),
-                                   resources=spec.resources, prices=spec.prices)
-                # a mini-epoch lasts about as long as the previous one: others' expected wait
-                alloc = coord.acquire(demand, self._waiting, timeout_s=None if i == 0 else TUNING_WAIT_S,
-                                      should_stop=self._stop_requested,
-                                      epoch_s=lambda w, s: history[-1].duration_s if history else None)
-                if alloc is None and self._stop_requested():
-                    return self._finish("stopped", "stopped by request during tuning")
-                if alloc is None:
-                    self._event("tuning_skipped", f"({w}, {s}) did not fit the free capacity in time")
-                    continue
-                try:
-                    # numbered as run (a skipped configuration leaves no gap in `coach history`)
-                    history.append(self._execute("tuning", len(history) + 1, w, s, spec.tuning_samples, history))
-                finally:
-                    coord.release(self.run.job_id)
+        if (ended := self._tune(history)) is not None:
+            return ended
         epoch = len([r for r in history if r.phase == "training"])
         while True:
             if self._streak(history) >= spec.consecutive:
@@ -356,6 +313,58 @@ class JobLoop:
             last = history[-1]   # predicted with the cores released: other jobs need not wait for a fit
             self._update_eta(history, alloc.workers, alloc.servers, val_loss=last.val_loss,
                              val_epoch=f"training {last.epoch}")
+
+    def _tune(self, history: list[EpochRecord]) -> str | None:
+        """Tuning mini-epochs on the configurations not measured yet (appended to `history`);
+        the job's final status if it ended meanwhile (a stop), else None."""
+        spec, coord = self.spec, self.run.coordinator
+        tuned = {(r.workers, r.servers) for r in history if r.phase == "tuning"}
+        configs = [(w, s) for w, s in TUNING_CONFIGS
+                   if w <= spec.max_workers and s <= spec.max_servers and (w, s) not in tuned]
+        # a job stopped during tuning resumes it where it stopped; once training, tuning is over
+        if spec.allocation != "dynamic" or not configs or any(r.phase == "training" for r in history):
+            return None
+        # start every function tuning will use at once, so their start-up overlaps the first
+        # mini-epoch instead of delaying each later one (scaled-down replicas stay warm)
+        for role, n in (("scheduler", 1), ("worker", max(w for w, _ in configs)),
+                        ("server", max(s for _, s in configs))):
+            try:
+                self.run.backend.deploy(self.run.job_id, role, n)
+            except BackendError as e:   # only a head start: each epoch deploys what it needs, with retries
+                self._event("deploy_failed", f"starting {n} {role} function(s) ahead of tuning: {e}; "
+                            "each mini-epoch starts what it needs")
+        for i, (w, s) in enumerate(configs):
+            if self._stop_requested():
+                return self._finish("stopped", "stopped by request during tuning")
+            left = self._budget_left()
+            predicted = _mini_epoch_cost(history, w, s, spec)
+            if predicted is not None and predicted > left:   # said even when nothing is left: why tuning ended
+                self._event("tuning_skipped", f"({w}, {s}) and the rest: a mini-epoch is predicted to cost "
+                            f"{predicted:.3g}, {max(left, 0):.3g} of the budget is left")
+                break
+            if left <= 0:
+                break
+            if (why := _known_not_to_help(history, w, s)) is not None:
+                self._event("tuning_skipped", f"({w}, {s}): {why}")
+                continue
+            demand = JobDemand(job_id=self.run.job_id, speed=None, remaining_epochs=None,
+                               samples_per_epoch=float(self.n_train), static=(w, s),
+                               resources=spec.resources, prices=spec.prices)
+            # a mini-epoch lasts about as long as the previous one: others' expected wait
+            alloc = coord.acquire(demand, self._waiting, timeout_s=None if i == 0 else TUNING_WAIT_S,
+                                  should_stop=self._stop_requested,
+                                  epoch_s=lambda w, s: history[-1].duration_s if history else None)
+            if alloc is None and self._stop_requested():
+                return self._finish("stopped", "stopped by request during tuning")
+            if alloc is None:
+                self._event("tuning_skipped", f"({w}, {s}) did not fit the free capacity in time")
+                continue
+            try:
+                # numbered as run (a skipped configuration leaves no gap in `coach history`)
+                history.append(self._execute("tuning", len(history) + 1, w, s, spec.tuning_samples, history))
+            finally:
+                coord.release(self.run.job_id)
+        return None
 
     def _budget_exhausted(self, left: float, predicted: float | None = None) -> str:
         job = self.store.job(self.run.job_id)
