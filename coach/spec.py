@@ -38,6 +38,7 @@ def _shown(value: Any) -> str:
     expand a 400-byte file into a value whose full repr runs to gigabytes)."""
     return _SHOWN.repr(value)
 
+
 NAME_RE = re.compile(r"[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?")   # fullmatch: "$" would let "a\n" in
 
 
@@ -127,10 +128,15 @@ class _Reader:
         return v
 
 
+def _quantity_text(value: Any) -> str:
+    """A quantity as text; "" for anything but text or a number (str() of a nested value can
+    take gigabytes, and a boolean is no size)."""
+    return str(value) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else ""
+
+
 def _memory_gib(r: _Reader, value: Any, name: str) -> float:
     """Kubernetes quantities (512Mi, 1Gi, 1G) or plain GiB numbers, up to MAX_ROLE_GIB."""
-    # only text or a number can be a quantity (str() of a nested value can take gigabytes)
-    size = quantities.gib(str(value)) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
+    size = quantities.gib(_quantity_text(value))
     if not size:
         raise r.fail(name, f"must be a memory size like 512Mi or 2Gi, got {_shown(value)}")
     if size > MAX_ROLE_GIB:   # e.g. 1073741824 meant as bytes: a plain number here is GiB
@@ -141,7 +147,7 @@ def _memory_gib(r: _Reader, value: Any, name: str) -> float:
 
 def _cpu(r: _Reader, value: Any, name: str) -> float:
     """Kubernetes CPU quantities (500m, 0.5, 2, "2"), up to MAX_ROLE_CPU."""
-    n = quantities.cores(str(value)) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
+    n = quantities.cores(_quantity_text(value))
     if not n:
         raise r.fail(name, f"must be cores like 0.5 or 500m, got {_shown(value)}")
     if n > MAX_ROLE_CPU:
@@ -331,7 +337,7 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
         raise r.fail("batch_size", f"{batch_size} is more than the {n_train} training samples of "
                                    f"{dataset['name']}: every epoch would be a single step")
     # a mini-epoch is trimmed to the data; it needs a sample for every worker it is tried with
-    tuning_samples = min(r.number("tuning_samples", min(max(1024, batch_size), n_train), integer=True, ge=1), n_train)
+    tuning_samples = min(r.number("tuning_samples", max(1024, batch_size), integer=True, ge=1), n_train)
     if tuning_samples < max_workers:
         raise r.fail("tuning_samples", f"must be >= max_workers ({max_workers}) so every worker gets a sample, "
                                        f"got {tuning_samples}")

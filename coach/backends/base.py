@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from coach.roles.protocol import ROLES  # noqa: F401  (the role names a backend deploys)
-
 
 @dataclass(frozen=True)
 class Capacity:

@@ -43,31 +43,25 @@ def find_earlier(store: Store, job: JobRecord, spec: Mapping[str, Any],
         for job_id in job.earlier_job.split(","):
             try:
                 other = store.job(job_id)
-                e = _earlier(store, other, same_curve(store.spec(job_id), spec), samples_per_epoch)
             except StateError:   # deleted from the store since, or its row damaged: ask the others
                 continue
-            if e:
+            other_spec = _spec(store, job_id)
+            if other_spec is not None and (e := _earlier(store, other, same_curve(other_spec, spec),
+                                                         samples_per_epoch)):
                 found.append(e)
         return found
     found, specs = [], []
     for other in reversed(store.jobs()):   # newest first
         if other.created_at >= job.created_at or other.job_id == job.job_id or other.status not in FINAL_STATUSES:
             continue
-        try:
-            other_spec = store.spec(other.job_id)
-        except StateError:   # a row edited or damaged: one job's problem, not every new job's
-            continue
-        if not same_model(other_spec, spec) or any(same_curve(other_spec, s) for s in specs):
+        other_spec = _spec(store, other.job_id)
+        if other_spec is None or not same_model(other_spec, spec) or any(same_curve(other_spec, s) for s in specs):
             continue   # another model or data, or a configuration already asked (a newer run of it)
         same = same_curve(other_spec, spec)
         others = sum(not e.same for e in found)
         if not same and others == MAX_EARLIER:
             continue   # enough other configurations; the job's own may still come
-        try:
-            e = _earlier(store, other, same, samples_per_epoch)
-        except StateError:
-            continue
-        if e:
+        if e := _earlier(store, other, same, samples_per_epoch):
             found.append(e)
             specs.append(other_spec)
             if others + (not same) == MAX_EARLIER and any(f.same for f in found):
@@ -81,7 +75,19 @@ def describe(found: list[Earlier]) -> str:
                      f"{'same configuration' if e.same else 'other batch or optimizer settings'})" for e in found)
 
 
+def _spec(store: Store, job_id: str) -> dict[str, Any] | None:
+    """An earlier job's spec; None if its row was edited or damaged (one job's problem, not
+    every new job's)."""
+    try:
+        return store.spec(job_id)
+    except StateError:
+        return None
+
+
 def _earlier(store: Store, other: JobRecord, same: bool, samples_per_epoch: float | None) -> Earlier | None:
-    epochs = store.epochs(other.job_id)
+    try:
+        epochs = store.epochs(other.job_id)
+    except StateError:   # its epochs edited or damaged: it says nothing
+        return None
     run = earlier_run_of(epochs, samples_per_epoch, other.job_id)
     return None if run is None else Earlier(other, run, sum(e.phase == "training" for e in epochs), same)

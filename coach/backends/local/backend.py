@@ -21,8 +21,9 @@ from typing import Any
 import httpx
 import yaml
 
-from coach.backends.base import ROLES, Capacity, Invocation
+from coach.backends.base import Capacity, Invocation
 from coach.errors import BackendError
+from coach.roles.protocol import ROLES
 from coach.roles.runner import PARENT_ENV
 
 FUNCTIONS_DIR = Path(__file__).resolve().parents[3] / "functions"
