@@ -332,7 +332,10 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
     batch_size = r.number("batch_size", 64, integer=True, ge=1)
     if batch_size < max_workers:
         raise r.fail("batch_size", f"must be >= max_workers ({max_workers}) so every worker gets a sample per step")
-    n_train = train_size(dataset["name"], dataset)
+    try:
+        n_train = train_size(dataset["name"], dataset)
+    except SpecError as e:   # a CIFAR-10 batch that does not load, named by file
+        raise r.fail("dataset.path", e.problem) from None
     if batch_size > n_train:
         raise r.fail("batch_size", f"{batch_size} is more than the {n_train} training samples of "
                                    f"{dataset['name']}: every epoch would be a single step")

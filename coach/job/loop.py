@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from coach.backends.base import Backend
-from coach.data import load_dataset
+from coach.data import train_size
 from coach.errors import BackendError, CoachError, Diverged, EpochFailed, FailsAgain, SpecError
 from coach.estimate import EarlierRun, Eta, epoch_budget, eta, measured_cost
 from coach.estimate.history import fit_history
@@ -103,9 +103,9 @@ class JobLoop:
         self.spec = run.spec
         self.store = run.store
         self.runner = EpochRunner(run.backend, run.work_dir, self.spec.max_retries, self._event)
-        data = load_dataset(self.spec.dataset["name"], {k: v for k, v in self.spec.dataset.items() if k != "name"})
-        self.n_train = len(data.x_train)
-        if self.spec.batch_size > self.n_train:   # a CIFAR-10 folder may hold less than the full set
+        # counted, not loaded (the workers load the data); a CIFAR-10 folder may have shrunk since submit
+        self.n_train = train_size(self.spec.dataset["name"], {k: v for k, v in self.spec.dataset.items() if k != "name"})
+        if self.spec.batch_size > self.n_train:
             raise SpecError(self.spec.source, "batch_size",
                             f"{self.spec.batch_size} is more than the {self.n_train} training samples of "
                             f"{self.spec.dataset['name']}: every epoch would be a single step")

@@ -239,20 +239,38 @@ def test_a_model_file_that_cannot_build_fails_once_naming_the_file(case: str, tm
 
 
 def test_a_small_cifar10_folder_refuses_a_batch_larger_than_it(tmp_path: Path, coach_home: Path) -> None:
-    # the job file's check assumes the full 50 000 training images; a subset is only known
-    # once loaded: refused before any epoch, naming the file and field
+    # the folder's batches are counted at submit: refused there, naming the file and field,
+    # and nothing is recorded (before, the job was recorded and failed when its loop began)
     from tests.unit.test_datasets import _write_cifar
 
     _write_cifar(tmp_path / "c", per_batch=10)         # 60 images, 48 for training
     job = write_job(tmp_path / "small.yaml", name="small",
                     **dict(FAST_JOB, model="lenet", dataset={"name": "cifar10", "path": str(tmp_path / "c")},
                            batch_size=64, allocation="static", workers=1, servers=1))
-    proc = run_coach("submit", str(job), "--json")
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    [rec] = json.loads(proc.stdout)
-    assert rec["status"] == "failed"
-    assert f"{job}: batch_size: 64 is more than the 48 training samples of cifar10" in rec["message"], rec["message"]
-    assert _history(rec["job_id"]) == []
+    proc = run_coach("submit", str(job))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{job}: batch_size: 64 is more than the 48 training samples of cifar10" in proc.stderr, proc.stderr
+    assert run_coach("status", "--json", check=True).stdout.strip() == "[]"
+
+
+def test_a_cifar10_folder_that_shrank_before_a_resume_fails_before_any_epoch(tmp_path: Path,
+                                                                           coach_home: Path) -> None:
+    from tests.unit.test_datasets import _write_cifar
+
+    _write_cifar(tmp_path / "c", per_batch=20)         # 120 images, 96 for training
+    job = write_job(tmp_path / "c10.yaml", name="c10",
+                    **dict(FAST_JOB, model="lenet", dataset={"name": "cifar10", "path": str(tmp_path / "c")},
+                           batch_size=64, target_loss=1e-6, max_epochs=3, consecutive=1, allocation="static",
+                           workers=1, servers=1))
+    [rec] = json.loads(run_coach("submit", str(job), "--json").stdout)
+    assert rec["status"] == "max_epochs", rec
+    _write_cifar(tmp_path / "c", per_batch=10)         # now 48 for training
+    again = run_coach("resume", rec["job_id"], "--max-epochs", "4")
+    assert again.returncode == 1 and "Traceback" not in again.stderr, again.stderr
+    [after] = json.loads(run_coach("status", rec["job_id"], "--json", check=True).stdout)
+    assert after["status"] == "failed"
+    assert "batch_size: 64 is more than the 48 training samples of cifar10" in after["message"], after["message"]
+    assert len(_history(rec["job_id"])) == 3   # the epochs already trained stay recorded
 
 
 def test_a_resubmitted_model_asks_its_earlier_runs(tmp_path: Path, coach_home: Path) -> None:

@@ -39,6 +39,13 @@ def test_cifar10_batches_load_as_images_in_unit_range(tmp_path: Path) -> None:
     assert 0.0 <= data.x_train.min() and data.x_train.max() <= 1.0 and data.num_classes == 10
 
 
+def test_a_cifar10_folder_is_counted_as_loaded(tmp_path: Path) -> None:
+    # the job file is checked against the folder's own count: it may hold less than the full set
+    _write_cifar(tmp_path / "c", per_batch=7)
+    options = {"path": str(tmp_path / "c")}
+    assert train_size("cifar10", options) == len(load_dataset("cifar10", options).x_train) == 42 - 8
+
+
 @pytest.mark.parametrize("override,problem", [
     ({"data_batch_3": None}, "data_batch_3 is not a CIFAR-10 python batch (UnpicklingError"),
     ({"data_batch_2": {b"data": np.zeros((4, 100), np.uint8)}}, "data_batch_2: images of shape (4, 100)"),
@@ -63,9 +70,10 @@ def test_a_damaged_cifar10_batch_is_named(tmp_path: Path, override: dict, proble
     for name, v in override.items():
         if v is None:
             (tmp_path / "c" / name).write_bytes(b"not a pickle")
-    with pytest.raises(SpecError) as e:
-        load_dataset("cifar10", {"path": str(tmp_path / "c")})
-    assert problem in str(e.value), str(e.value)
+    for read in (load_dataset, train_size):   # the workers' load, and the count a job file is checked against
+        with pytest.raises(SpecError) as e:
+            read("cifar10", {"path": str(tmp_path / "c")})
+        assert problem in str(e.value), str(e.value)
 
 
 @pytest.mark.parametrize("n, workers, batch, limit, left_out", [

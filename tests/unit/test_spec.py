@@ -143,6 +143,18 @@ def test_broken_job_files_name_field_and_problem(data: dict, field: str, problem
     assert problem in str(e.value)
 
 
+def test_a_damaged_cifar10_batch_is_refused_at_submit(tmp_path: Path) -> None:
+    # before, the job was recorded and failed when its loop first loaded the data
+    from tests.unit.test_datasets import _write_cifar
+
+    _write_cifar(tmp_path / "cifar")
+    (tmp_path / "cifar" / "data_batch_3").write_bytes(b"not a pickle")
+    with pytest.raises(SpecError) as e:
+        parse_spec(dict(GOOD, dataset={"name": "cifar10", "path": "cifar"}), "jobs/x.yaml", tmp_path)
+    assert str(e.value).startswith(f"jobs/x.yaml: dataset.path: {tmp_path / 'cifar' / 'data_batch_3'} is not a "
+                                   "CIFAR-10 python batch"), str(e.value)
+
+
 RAW = [
     ("not-yaml", "name: [unclosed\n", "line"),
     ("not-a-mapping", "- just\n- a list\n", "must be a YAML mapping"),
