@@ -155,7 +155,7 @@ def main() -> int:
     from coach.roles.protocol import parse_task
     from coach.training import epoch  # noqa: F401  (warm the training imports too)
 
-    emit({"event": "ready"})
+    emit({"event": "ready", "at": time.monotonic()})   # the system-wide clock the replica reads too
     from coach.data import load_dataset
 
     for line in sys.stdin:

@@ -78,3 +78,25 @@ def test_event_of_an_abandoned_attempt_is_aborted_not_run(worker_url: str, tmp_p
     r = httpx.post(worker_url, json=dict(VALID, deadline_s=60, abort_file=str(gone)), timeout=120)
     assert r.status_code == 409, r.text
     assert "abandoned" in r.json()["error"]
+
+
+def test_an_event_is_not_charged_for_the_replica_start_up(tmp_path) -> None:
+    """A fresh replica imports MXNet before it can fork a role; an event that arrives meanwhile
+    waits. That wait is the replica's start-up, not the event's: charging it made the cost of
+    two identical jobs submitted together differ 4×, by which one's first event came first."""
+    proc = subprocess.Popen([sys.executable, "-m", "coach.backends.local.processor",
+                             str(ROOT / "functions" / "worker")], stdout=subprocess.PIPE, cwd=ROOT)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode()
+        assert line.startswith("listening "), line
+        abort = tmp_path / "abort"
+        abort.write_text("another role failed")   # the role is killed as soon as it starts
+        r = httpx.post(f"http://127.0.0.1:{line.split()[1]}/", timeout=120,
+                       json=dict(VALID, deadline_s=60, abort_file=str(abort)))
+        assert r.status_code == 409, r.text
+        waited = r.elapsed.total_seconds()
+        assert waited - r.json()["function_s"] > 0.5, (waited, r.json())   # importing MXNet takes 1-10 s here
+    finally:
+        proc.terminate()
+        proc.wait(10)
