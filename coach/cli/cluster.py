@@ -17,10 +17,11 @@ err = Console(stderr=True, soft_wrap=True)
 def up(nodes: int = typer.Option(cluster.control_plane.DEFAULT_NODES, "--nodes", min=0, help="Simulated nodes."),
        cpu: str = typer.Option(cluster.control_plane.DEFAULT_CPU, "--cpu", help="CPU of each node (e.g. 4)."),
        memory: str = typer.Option(cluster.control_plane.DEFAULT_MEMORY, "--memory",
-                                  help="Memory of each node (e.g. 8Gi).")) -> None:
+                                  help="Memory of each node (e.g. 8Gi; a plain number is GiB).")) -> None:
     """Start the control plane (or reshape the running one); the last line is the kubeconfig path."""
     kubeconfig = cluster.up(nodes=nodes, cpu=cpu, memory=memory)
-    err.print(f"control plane up: {nodes} nodes × ({cpu} CPU, {memory}); schedulers: default-scheduler, coach-gang")
+    err.print(f"control plane up: {nodes} nodes × ({cpu} CPU, {cluster.control_plane.node_memory(memory)}); "
+              "schedulers: default-scheduler, coach-gang")
     print(kubeconfig)
 
 

@@ -10,6 +10,7 @@ starts a clean cluster.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import secrets
@@ -18,8 +19,10 @@ import signal
 import socket
 import subprocess
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import httpx
 import yaml
@@ -49,13 +52,14 @@ def cache_dir() -> Path:
 
 
 def bin_dir() -> Path:
-    """Where deploy/local/build puts the binaries (COACH_BIN_DIR overrides)."""
-    return Path(os.environ.get("COACH_BIN_DIR") or cache_dir() / "bin")
+    """Where deploy/local/build puts the binaries (COACH_BIN_DIR overrides; a relative one is
+    read from the caller's folder, not from the state folder the processes run in)."""
+    return Path(os.environ.get("COACH_BIN_DIR") or cache_dir() / "bin").absolute()
 
 
 def state_dir() -> Path:
     """Where a running cluster keeps its state (COACH_CLUSTER_DIR overrides)."""
-    return Path(os.environ.get("COACH_CLUSTER_DIR") or cache_dir() / "cluster")
+    return Path(os.environ.get("COACH_CLUSTER_DIR") or cache_dir() / "cluster").absolute()
 
 
 @dataclass
@@ -108,12 +112,13 @@ class ClusterStatus:
 
 
 def _alive(p: Process) -> bool:
-    """True if pid runs the binary we started (a reused pid is not ours)."""
+    """True if pid runs the binary we started (a reused pid is not ours). The kernel names
+    the binary by its real path: a binary folder reached through a symlink is still ours."""
     try:
         exe = os.readlink(f"/proc/{p.pid}/exe")
     except OSError:
         return False
-    return exe.removesuffix(" (deleted)") == p.binary
+    return exe.removesuffix(" (deleted)") == os.path.realpath(p.binary)
 
 
 def _rebuilt(p: Process) -> bool:
@@ -186,30 +191,51 @@ def _validate(nodes: int, cpu: str, memory: str) -> None:
             raise SpecError(flag, "", f"must be more than 0: a node without it fits no pod, got {value!r}")
 
 
+def node_memory(memory: str) -> str:
+    """A node's memory as Kubernetes reads it: a plain number is GiB, as in job files (to
+    Kubernetes it would be bytes, and `--memory 8` made nodes that fit no pod)."""
+    memory = memory.strip()
+    return f"{memory}Gi" if memory.replace(".", "", 1).isdigit() else memory
+
+
+@contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """One `up` or `down` at a time per state folder: two at once each stopped the other's
+    processes and deleted its data, and both failed."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / "lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
 def up(nodes: int = DEFAULT_NODES, cpu: str = DEFAULT_CPU, memory: str = DEFAULT_MEMORY) -> Path:
     """Starts the control plane, or reuses the running one, and makes its nodes
     `nodes` × (cpu, memory). Returns the admin kubeconfig. Idempotent: a second
     call with other sizes only reshapes the nodes; after deploy/local/build
     replaced a binary, it restarts the cluster (with fresh data)."""
     _validate(nodes, cpu, memory)
+    memory = node_memory(memory)
     directory = state_dir()
-    state = ClusterState.load(directory)
-    if state and len(state.processes) == len(COMPONENTS) and all(_alive(p) and not _rebuilt(p)
-                                                                 for p in state.processes):
-        kube = Kube(Path(state.kubeconfig))
-        try:
-            if kube.ready():
+    with _locked(directory):
+        state = ClusterState.load(directory)
+        if state and len(state.processes) == len(COMPONENTS) and all(_alive(p) and not _rebuilt(p)
+                                                                     for p in state.processes):
+            kube = Kube(Path(state.kubeconfig))
+            try:
+                # a loaded machine can keep /readyz waiting; a running cluster and its data are kept
+                _wait("the running kube-apiserver's /readyz", kube.ready, START_TIMEOUT_S, state.processes,
+                      directory)
                 set_nodes(kube, nodes, cpu, memory)
-                state.nodes, state.cpu, state.memory = nodes, cpu, memory
-                state.save(directory)
-                return Path(state.kubeconfig)
-        finally:
-            kube.close()
-    if state:
-        down()
-    for name in COMPONENTS:
-        _binary(name)
-    return _start_all(directory, nodes, cpu, memory)
+            finally:
+                kube.close()
+            state.nodes, state.cpu, state.memory = nodes, cpu, memory
+            state.save(directory)
+            return Path(state.kubeconfig)
+        if state:
+            _down(directory)
+        for name in COMPONENTS:
+            _binary(name)
+        return _start_all(directory, nodes, cpu, memory)
 
 
 def _start_all(directory: Path, nodes: int, cpu: str, memory: str) -> Path:
@@ -289,7 +315,7 @@ def _start_all(directory: Path, nodes: int, cpu: str, memory: str) -> Path:
             kube.close()
     except BaseException:
         state.save(directory)
-        down()
+        _down(directory)
         raise
     state.save(directory)
     return directory / "kubeconfig"
@@ -338,6 +364,13 @@ def down() -> list[str]:
     """Stops every process of the process table (and nothing else), newest
     first, and removes etcd's data. Returns the names of the stopped processes."""
     directory = state_dir()
+    if not directory.is_dir():
+        return []
+    with _locked(directory):
+        return _down(directory)
+
+
+def _down(directory: Path) -> list[str]:
     state = ClusterState.load(directory)
     stopped: list[str] = []
     if state is None:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -15,9 +19,14 @@ from coach.cluster import Kube
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "coach.cli.main", "cluster", *args], capture_output=True,
-                          text=True, cwd=ROOT, env={**os.environ, **(env or {})}, timeout=300)
+                          text=True, cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+                          timeout=300)
+
+
+def _pids(state_dir: Path) -> list[int]:
+    return [p["pid"] for p in json.loads((state_dir / "state.json").read_text())["processes"]]
 
 
 def test_up_is_idempotent_and_prints_the_kubeconfig_last(control_plane: Path) -> None:
@@ -86,3 +95,61 @@ def test_up_refuses_bad_sizes_before_starting_anything(tmp_path: Path, option: s
     proc = run("up", option, value, env={"COACH_CLUSTER_DIR": str(tmp_path)})
     assert proc.returncode == 2 and f"{option}: {problem}" in proc.stderr, proc.stderr
     assert not (tmp_path / "state.json").exists()
+
+
+def test_a_plain_memory_number_is_gib_as_in_job_files(control_plane: Path) -> None:
+    # Kubernetes reads a plain number as bytes: `--memory 8` made nodes of 8 bytes that fit no pod
+    proc = run("up", "--nodes", "2", "--cpu", "4", "--memory", "8")
+    assert proc.returncode == 0 and "(4 CPU, 8Gi)" in proc.stderr, proc.stderr
+    k = Kube(control_plane)
+    try:
+        assert {n["status"]["allocatable"]["memory"] for n in k.nodes()} == {"8Gi"}
+    finally:
+        k.close()
+
+
+def test_a_slow_apiserver_does_not_make_up_restart_the_cluster(control_plane: Path) -> None:
+    """`up` on a running cluster asked /readyz once (5 s); a loaded apiserver that missed it
+    made `up` stop the cluster and delete its data, then start a fresh one."""
+    state_dir = control_plane.parent
+    before = _pids(state_dir)
+    apiserver = before[1]
+    os.kill(apiserver, signal.SIGSTOP)    # stands for a machine too loaded to answer in 5 s
+    resume = threading.Timer(7.0, os.kill, (apiserver, signal.SIGCONT))
+    resume.start()
+    try:
+        proc = run("up", "--nodes", "2", "--cpu", "4", "--memory", "8Gi")
+    finally:
+        resume.join()
+    assert proc.returncode == 0, proc.stderr
+    assert _pids(state_dir) == before
+
+
+def test_two_ups_at_once_through_a_symlinked_binary_folder(tmp_path: Path) -> None:
+    """Two `up`s at once each stopped the other's processes and deleted its data, and both
+    failed. And a binary folder reached through a symlink made every process look dead."""
+    (tmp_path / "bin").symlink_to(coach.cluster.bin_dir())
+    env = {"COACH_BIN_DIR": str(tmp_path / "bin"), "COACH_CLUSTER_DIR": str(tmp_path / "c")}
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            procs = list(pool.map(lambda _: run("up", "--nodes", "1", env=env), range(2)))
+        for proc in procs:
+            assert proc.returncode == 0, proc.stderr
+        assert {p.stdout.strip().splitlines()[-1] for p in procs} == {str(tmp_path / "c" / "kubeconfig")}
+        assert run("status", env=env).returncode == 0
+    finally:
+        down = run("down", env=env)
+    assert down.returncode == 0 and "coach-scheduler" in down.stdout, down.stdout + down.stderr
+
+
+def test_relative_state_and_binary_folders_are_read_from_the_callers_folder(tmp_path: Path) -> None:
+    # the processes run in the state folder: relative paths were read from there
+    (tmp_path / "bin").symlink_to(coach.cluster.bin_dir())
+    env = {"COACH_BIN_DIR": "bin", "COACH_CLUSTER_DIR": "c"}
+    try:
+        proc = run("up", "--nodes", "1", env=env, cwd=tmp_path)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stdout.strip().splitlines()[-1] == str(tmp_path / "c" / "kubeconfig")
+    finally:
+        down = run("down", env=env, cwd=tmp_path)
+    assert down.returncode == 0 and "coach-scheduler" in down.stdout, down.stdout + down.stderr
