@@ -62,9 +62,12 @@ type Plugin struct {
 // so PostFilter can tell that from a pod the filters found no node for.
 const refusedKey fwk.StateKey = Name + "/refused"
 
-type refused struct{}
+// refused says why PreFilter refused a pod. keepGroup: the pod is not part of
+// its job's minimum group now, which is forming at the barrier and must not
+// be released for it.
+type refused struct{ keepGroup bool }
 
-func (refused) Clone() fwk.StateData { return refused{} }
+func (r refused) Clone() fwk.StateData { return r }
 
 var (
 	_ fwk.PreEnqueuePlugin  = &Plugin{}
@@ -155,14 +158,18 @@ func (p *Plugin) activate(logger klog.Logger, list []*v1.Pod, skip *v1.Pod) {
 	}
 }
 
-// wakeYielded activates the jobs that yielded to an older one.
-func (p *Plugin) wakeYielded(logger klog.Logger) {
+// wakeYielded activates the jobs that yielded to an older one, or whose pods
+// waited for their group to be placed, except the job named (a job that just
+// yielded would wake itself, and spin through thousands of cycles a second).
+func (p *Plugin) wakeYielded(logger klog.Logger, except jobs.Key) {
 	p.mu.Lock()
 	keys := make([]jobs.Key, 0, len(p.yielded))
 	for k := range p.yielded {
-		keys = append(keys, k)
+		if k != except {
+			keys = append(keys, k)
+			delete(p.yielded, k)
+		}
 	}
-	clear(p.yielded)
 	p.mu.Unlock()
 	var pods []*v1.Pod
 	for _, k := range keys {
@@ -212,44 +219,54 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	result, status := p.preFilter(ctx, m, pod)
+	result, status, keepGroup := p.preFilter(ctx, m, pod)
 	if state != nil && status.IsRejected() {
-		state.Write(refusedKey, refused{})
+		state.Write(refusedKey, refused{keepGroup: keepGroup})
 	}
 	return result, status
 }
 
-func (p *Plugin) preFilter(ctx context.Context, m jobs.Member, pod *v1.Pod) (*fwk.PreFilterResult, *fwk.Status) {
+func (p *Plugin) preFilter(ctx context.Context, m jobs.Member, pod *v1.Pod) (*fwk.PreFilterResult, *fwk.Status, bool) {
 	v, _ := p.registry.View(m.Job)
 	if ok, why := core.Admit(v); !ok {
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why), false
 	}
 	waiting := p.waitingByJob()
 	if v.Placed() >= v.MinGroup {
-		return nil, nil // an elastic extra: placed on its own
+		return nil, nil, false // an elastic extra: placed on its own
 	}
 	if blocker := p.blockedBy(m.Job, pod); blocker != "" {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
-			"job %s: pod %s of its minimum group found no node; the group waits for it", m.Job, blocker))
+			"job %s: pod %s of its minimum group found no node; the group waits for it", m.Job, blocker)), false
+	}
+	if !core.Needed(v, waiting[m.Job], m.Role) {
+		// e.g. the third worker of a group of 3 that has no scheduler yet: at
+		// the barrier it would hold the node the scheduler needs
+		p.mu.Lock()
+		p.yielded[m.Job] = struct{}{} // woken when the group is placed or fails
+		p.mu.Unlock()
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
+			"job %s: its minimum group waits for a pod of each role (%v missing); this %s pod joins after",
+			m.Job, core.Missing(v, waiting[m.Job]), m.Role)), true
 	}
 	demand := core.Outstanding(v, waiting[m.Job])
 	var inFlight [][]jobs.Request
-	for job, n := range waiting {
+	for job, roles := range waiting {
 		if job == m.Job {
 			continue
 		}
 		if ov, ok := p.registry.View(job); ok {
-			inFlight = append(inFlight, core.Outstanding(ov, n))
+			inFlight = append(inFlight, core.Outstanding(ov, roles))
 		}
 	}
 	free, err := p.freeCapacity()
 	if err != nil {
-		return nil, fwk.AsStatus(err)
+		return nil, fwk.AsStatus(err), false
 	}
 	if !core.SurelyFits(free, inFlight, demand) && !core.GroupFits(free, inFlight, demand) {
 		p.release(ctx, m.Job, "minimum group does not fit")
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
-			"job %s: %d more pods of its minimum group of %d do not fit the free capacity", m.Job, len(demand), v.MinGroup))
+			"job %s: %d more pods of its minimum group of %d do not fit the free capacity", m.Job, len(demand), v.MinGroup)), false
 	}
 	// FIFO across the queue: pods leave backoff in any order, so the room
 	// that older jobs' minimum groups need (those that fit, oldest first) is
@@ -257,10 +274,10 @@ func (p *Plugin) preFilter(ctx context.Context, m jobs.Member, pod *v1.Pod) (*fw
 	// yields. When everything fits, nobody yields.
 	reserved := inFlight
 	for _, older := range p.registry.OlderUnplaced(m.Job) {
-		if ok, _ := core.Admit(older); !ok || waiting[older.Key] > 0 || p.recentlyFailed(older.Key) || p.isBlocked(older.Key) {
+		if ok, _ := core.Admit(older); !ok || len(waiting[older.Key]) > 0 || p.recentlyFailed(older.Key) || p.isBlocked(older.Key) {
 			continue // cannot start now: it does not hold younger jobs back
 		}
-		reserved = append(reserved, core.Outstanding(older, 0))
+		reserved = append(reserved, core.Outstanding(older, nil))
 	}
 	if len(reserved) > len(inFlight) && !core.SurelyFits(free, reserved, demand) &&
 		!core.GroupFits(free, reserved, demand) {
@@ -268,9 +285,9 @@ func (p *Plugin) preFilter(ctx context.Context, m jobs.Member, pod *v1.Pod) (*fw
 		p.yielded[m.Job] = struct{}{}
 		p.mu.Unlock()
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
-			"job %s yields to older jobs whose minimum groups need the free room", m.Job))
+			"job %s yields to older jobs whose minimum groups need the free room", m.Job)), false
 	}
-	return nil, nil
+	return nil, nil, false
 }
 
 // PreFilterExtensions is not needed: the check is per job, not per node.
@@ -278,20 +295,29 @@ func (p *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
 // PostFilter runs when a pod of a job found no node: the job's pods waiting
 // at the barrier are released at once rather than at the timeout, and if the
-// filters (not PreFilter) refused it, they wait for it (see blocked).
+// filters (not PreFilter) refused it, they wait for it (see blocked). Jobs
+// that yielded are woken when that freed room, never the pod's own job.
 func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	m, ok := jobs.MemberOf(pod)
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
+	byPreFilter := false
 	if state != nil {
-		if _, err := state.Read(refusedKey); err != nil { // the filters found no node, not PreFilter
-			p.block(m.Job, pod)
+		if data, err := state.Read(refusedKey); err == nil {
+			byPreFilter = true
+			if r, _ := data.(refused); r.keepGroup {
+				return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("job %s: waits for its group", m.Job))
+			}
 		}
 	}
+	if !byPreFilter {
+		p.block(m.Job, pod)
+	}
 	p.markFailed(m.Job)
-	p.wakeYielded(klog.FromContext(ctx))
-	p.release(ctx, m.Job, "a pod of the group found no node")
+	if p.release(ctx, m.Job, "a pod of the group found no node") > 0 || !byPreFilter {
+		p.wakeYielded(klog.FromContext(ctx), m.Job)
+	}
 	return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("job %s: released its waiting pods", m.Job))
 }
 
@@ -309,6 +335,7 @@ func (p *Plugin) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _
 	p.registry.Unpermit(pod)
 	p.markFailed(m.Job)
 	p.release(ctx, m.Job, fmt.Sprintf("pod %s was unreserved", pod.Name))
+	p.wakeYielded(klog.FromContext(ctx), jobs.Key{}) // the group's nodes are free again
 }
 
 // Permit is the all-or-nothing barrier for the job's minimum group.
@@ -322,12 +349,17 @@ func (p *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, node
 	}
 	v, _ := p.registry.View(m.Job)
 	var siblings []fwk.WaitingPod
+	roles := map[jobs.Role]int{m.Role: 1}
+	for r, n := range v.PlacedRoles {
+		roles[r] += n
+	}
 	p.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
 		if o, ok := jobs.MemberOf(wp.GetPod()); ok && o.Job == m.Job && wp.GetPod().UID != pod.UID {
 			siblings = append(siblings, wp)
+			roles[o.Role]++
 		}
 	})
-	d := core.Permit(v.Placed(), len(siblings), v.MinGroup)
+	d := core.Permit(v.Placed(), len(siblings), v.MinGroup, len(roles) == len(jobs.AllRoles))
 	logger := klog.FromContext(ctx)
 	switch d {
 	case core.AllowExtra:
@@ -339,7 +371,7 @@ func (p *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, node
 			p.registry.MarkPermitted(wp.GetPod())
 			wp.Allow(Name)
 		}
-		p.wakeYielded(logger)
+		p.wakeYielded(logger, jobs.Key{}) // its own pods that waited for the group are extras now
 		logger.V(2).Info("Minimum group complete", "job", m.Job.String(), "pods", len(siblings)+1+v.Placed())
 		return nil, 0
 	default:
@@ -349,8 +381,8 @@ func (p *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, node
 	}
 }
 
-// release rejects every pod of job waiting at the barrier.
-func (p *Plugin) release(ctx context.Context, job jobs.Key, why string) {
+// release rejects every pod of job waiting at the barrier; it returns how many.
+func (p *Plugin) release(ctx context.Context, job jobs.Key, why string) int {
 	n := 0
 	p.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
 		if o, ok := jobs.MemberOf(wp.GetPod()); ok && o.Job == job {
@@ -361,6 +393,7 @@ func (p *Plugin) release(ctx context.Context, job jobs.Key, why string) {
 	if n > 0 {
 		klog.FromContext(ctx).V(2).Info("Released waiting group", "job", job.String(), "pods", n, "reason", why)
 	}
+	return n
 }
 
 // block keeps the siblings of pod, which found no node, out of the barrier
@@ -440,11 +473,15 @@ func (p *Plugin) recentlyFailed(job jobs.Key) bool {
 	return ok && time.Since(t) <= p.timeout
 }
 
-func (p *Plugin) waitingByJob() map[jobs.Key]int {
-	out := map[jobs.Key]int{}
+// waitingByJob counts the pods waiting at the barrier, by job and role.
+func (p *Plugin) waitingByJob() map[jobs.Key]map[jobs.Role]int {
+	out := map[jobs.Key]map[jobs.Role]int{}
 	p.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
 		if o, ok := jobs.MemberOf(wp.GetPod()); ok {
-			out[o.Job]++
+			if out[o.Job] == nil {
+				out[o.Job] = map[jobs.Role]int{}
+			}
+			out[o.Job][o.Role]++
 		}
 	})
 	return out

@@ -385,3 +385,105 @@ func TestYoungerJobDoesNotYieldToABlockedOlderJob(t *testing.T) {
 		t.Fatalf("PreFilter = %v, want Success", s)
 	}
 }
+
+// A job that yields must not wake itself: the queue would move its pods
+// straight back to the active queue, past backoff (about 15,000 scheduling
+// attempts a second on the local control plane).
+func TestAYieldingJobDoesNotWakeItself(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	older, younger := jobPods("old", 4, 4), jobPods("young", 3, 3)
+	for _, p := range older {
+		p.CreationTimestamp = metav1.NewTime(t0)
+	}
+	for _, p := range younger {
+		p.CreationTimestamp = metav1.NewTime(t0.Add(time.Second))
+	}
+	r := jobs.NewRegistry()
+	for _, p := range append(append([]*v1.Pod{}, older...), younger...) {
+		r.Observe(p)
+	}
+	h := &fakeHandle{snapshot: schedcache.NewSnapshot(nil, []*v1.Node{node("n1", 4)})}
+	pl := gang.NewWithRegistry(h, r, time.Second)
+	state := framework.NewCycleState()
+	if _, s := pl.PreFilter(t.Context(), state, younger[0], nil); s.IsSuccess() {
+		t.Fatal("the younger job should yield")
+	}
+	pl.PostFilter(t.Context(), state, younger[0], nil)
+	time.Sleep(100 * time.Millisecond) // activation runs in a goroutine
+	if h.wasActivated(younger[1].Name) {
+		t.Fatalf("the yielding job woke its own pods: %v", h.activated)
+	}
+	// once the older job's group is placed, the younger one is woken
+	for _, p := range older[:3] {
+		h.waiting = append(h.waiting, &fakeWaiting{pod: p, state: "waiting"})
+	}
+	if s, _ := pl.Permit(t.Context(), nil, older[3], "n1"); !s.IsSuccess() {
+		t.Fatalf("Permit = %v", s)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !h.wasActivated(younger[1].Name) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !h.wasActivated(younger[1].Name) {
+		t.Fatal("the younger job was not woken when the older job's group was placed")
+	}
+}
+
+// The barrier lets a minimum group through only with a pod of every role:
+// three workers of a group of 3 held the nodes, and the scheduler and server
+// found none, so the job held 4 CPUs and could never start. A worker the group
+// does not need yet is kept out of the barrier (without releasing the group).
+func TestTheMinimumGroupHasEveryRole(t *testing.T) {
+	pod := func(name string, role jobs.Role) *v1.Pod {
+		return testutil.MakePod().Name(name).Job("a", role, 3).Req(1000, 1024).Obj()
+	}
+	w0, w1, w2 := pod("a-w0", jobs.RoleWorker), pod("a-w1", jobs.RoleWorker), pod("a-w2", jobs.RoleWorker)
+	sched, server := pod("z-sched", jobs.RoleScheduler), pod("z-server", jobs.RoleServer)
+	r := jobs.NewRegistry()
+	for _, p := range []*v1.Pod{w0, w1, w2, sched, server} {
+		r.Observe(p)
+	}
+	h := &fakeHandle{snapshot: schedcache.NewSnapshot(nil, []*v1.Node{node("n1", 4)})}
+	pl := gang.NewWithRegistry(h, r, time.Second)
+	steps := []struct {
+		pod       *v1.Pod
+		preFilter fwk.Code // and, if it passes, Permit:
+		permit    string   // "wait" or "allow"
+	}{
+		{w0, fwk.Success, "wait"},
+		{w1, fwk.Unschedulable, ""}, // room for the scheduler and the server only
+		{sched, fwk.Success, "wait"},
+		{w2, fwk.Unschedulable, ""},
+		{server, fwk.Success, "allow"},
+		{w1, fwk.Success, "allow"}, // an extra now
+	}
+	for i, st := range steps {
+		state := framework.NewCycleState()
+		_, s := pl.PreFilter(t.Context(), state, st.pod, nil)
+		if s.Code() != st.preFilter {
+			t.Fatalf("step %d (%s): PreFilter = %v, want %v", i, st.pod.Name, s, st.preFilter)
+		}
+		if !s.IsSuccess() {
+			pl.PostFilter(t.Context(), state, st.pod, nil)
+			for _, w := range h.waiting {
+				if w.state != "waiting" {
+					t.Fatalf("step %d: %s was %s: a worker the group does not need released it", i, w.pod.Name, w.state)
+				}
+			}
+			continue
+		}
+		ps, _ := pl.Permit(t.Context(), nil, st.pod, "n1")
+		switch {
+		case st.permit == "wait" && ps.IsWait():
+			h.waiting = append(h.waiting, &fakeWaiting{pod: st.pod, state: "waiting"})
+		case st.permit == "allow" && ps.IsSuccess():
+			for _, w := range h.waiting {
+				if w.state == "allowed" {
+					r.MarkPermitted(w.pod)
+				}
+			}
+		default:
+			t.Fatalf("step %d (%s): Permit = %v, want %s", i, st.pod.Name, ps, st.permit)
+		}
+	}
+}

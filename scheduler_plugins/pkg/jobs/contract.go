@@ -18,6 +18,8 @@ const (
 	LabelRole = "coach.io/role"
 	// AnnotationMinGroup is the number of the job's pods that must start
 	// together (at least one of each role; all of them for a static job).
+	// A group always holds one pod of each role, so a value under 3 counts
+	// as 3: a parameter-server job cannot start with less.
 	AnnotationMinGroup = "coach.io/min-group"
 	// SchedulerName is the schedulerName that sends a pod to coach-scheduler.
 	SchedulerName = "coach-gang"
@@ -36,8 +38,8 @@ const (
 // AllRoles lists the roles a job must have (thesis Algorithm 2).
 var AllRoles = []Role{RoleScheduler, RoleServer, RoleWorker}
 
-// DefaultMinGroup applies when the annotation is missing or invalid: one pod
-// of each role, the least that lets a parameter-server job start.
+// DefaultMinGroup applies when the annotation is missing, invalid or below
+// it: one pod of each role, the least that lets a parameter-server job start.
 const DefaultMinGroup = 3
 
 // Key identifies a job: namespace and the value of LabelJob.
@@ -78,7 +80,7 @@ func MemberOf(pod *v1.Pod) (Member, bool) {
 
 func parseMinGroup(s string) int {
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 {
+	if err != nil || n < DefaultMinGroup {
 		return DefaultMinGroup
 	}
 	return n

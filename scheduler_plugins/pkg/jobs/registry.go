@@ -28,6 +28,7 @@ type podRecord struct {
 	pod      *v1.Pod // the latest version seen
 	name     string
 	role     Role
+	minGroup int
 	nodeName string
 	request  Request
 }
@@ -35,7 +36,6 @@ type podRecord struct {
 type jobRecord struct {
 	created   time.Time // earliest creationTimestamp seen; sticky for the job's life
 	seq       uint64    // order in which the informer first saw the job
-	minGroup  int
 	pods      map[types.UID]*podRecord
 	permitted map[types.UID]struct{} // passed Permit, binding not yet observed
 	gated     bool                   // a pod was kept out of the queue by PreEnqueue
@@ -66,16 +66,27 @@ func (a OrderKey) Less(b OrderKey) bool {
 
 // JobView is a consistent copy of one job's state.
 type JobView struct {
-	Key      Key
+	Key Key
+	// MinGroup is the largest minimum group its live pods ask for: the
+	// backend sets one value per job, and if pods disagree the answer must
+	// not depend on which pod was seen last.
 	MinGroup int
 	Roles    map[Role]int
 	Pods     int // live pods (not terminating, not finished)
 	Bound    int // live pods with a node
 	// Permitted counts pods that passed Permit and are being bound.
 	Permitted int
-	// Unplaced holds the requests of live pods that are neither bound nor
-	// permitted, smallest first.
-	Unplaced []Request
+	// PlacedRoles counts the bound and permitted pods by role.
+	PlacedRoles map[Role]int
+	// Unplaced holds the live pods that are neither bound nor permitted,
+	// smallest request first.
+	Unplaced []Pending
+}
+
+// Pending is an unplaced pod: its role and what it asks of a node.
+type Pending struct {
+	Role Role
+	Request
 }
 
 // Placed is the number of pods that are bound or on their way to be bound.
@@ -101,11 +112,14 @@ type Registry struct {
 	mu   sync.RWMutex
 	seq  uint64
 	jobs map[Key]*jobRecord
+	// byUID names the job each tracked pod is recorded under, so a pod whose
+	// labels changed (another job, an unknown role, none) is forgotten there.
+	byUID map[types.UID]Key
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{jobs: map[Key]*jobRecord{}}
+	return &Registry{jobs: map[Key]*jobRecord{}, byUID: map[types.UID]Key{}}
 }
 
 func live(pod *v1.Pod) bool {
@@ -113,18 +127,22 @@ func live(pod *v1.Pod) bool {
 }
 
 // Observe records a pod that was added or updated. Pods that are not members
-// of a Coach job are ignored; terminating or finished pods are forgotten.
+// of a Coach job of this scheduler are ignored (a pod placed by another
+// scheduler is none of the gang's business: a pending one would hold younger
+// jobs back for good); terminating or finished pods, and pods that stopped
+// being members, are forgotten.
 func (r *Registry) Observe(pod *v1.Pod) {
 	m, ok := MemberOf(pod)
-	if !ok {
-		return
-	}
-	if !live(pod) {
+	if !ok || pod.Spec.SchedulerName != SchedulerName || !live(pod) {
 		r.Forget(pod)
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if old, ok := r.byUID[pod.UID]; ok && old != m.Job {
+		r.forgetLocked(old, pod.UID)
+	}
+	r.byUID[pod.UID] = m.Job
 	j := r.jobs[m.Job]
 	if j == nil {
 		r.seq++
@@ -142,35 +160,42 @@ func (r *Registry) Observe(pod *v1.Pod) {
 	}
 	rec.pod = pod
 	rec.role = m.Role
+	rec.minGroup = m.MinGroup
 	rec.nodeName = pod.Spec.NodeName
 	if rec.nodeName != "" {
 		delete(j.permitted, pod.UID)
 	}
-	j.minGroup = m.MinGroup // the backend sets one value per job; the newest wins
 }
 
 // Forget drops a pod that is gone, and its job once no pod is left.
 func (r *Registry) Forget(pod *v1.Pod) {
-	r.withJob(pod, func(key Key, j *jobRecord) {
-		delete(j.pods, pod.UID)
-		delete(j.permitted, pod.UID)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if key, ok := r.byUID[pod.UID]; ok {
+		r.forgetLocked(key, pod.UID)
+	}
+}
+
+func (r *Registry) forgetLocked(key Key, uid types.UID) {
+	delete(r.byUID, uid)
+	if j := r.jobs[key]; j != nil {
+		delete(j.pods, uid)
+		delete(j.permitted, uid)
 		if len(j.pods) == 0 {
 			delete(r.jobs, key)
 		}
-	})
+	}
 }
 
-// withJob runs fn under the write lock with the tracked job of a Coach pod;
-// it does nothing for other pods or a job that is no longer tracked.
-func (r *Registry) withJob(pod *v1.Pod, fn func(Key, *jobRecord)) {
-	m, ok := MemberOf(pod)
-	if !ok {
-		return
-	}
+// withJob runs fn under the write lock with the tracked job of a pod; it
+// does nothing for a pod that is not tracked.
+func (r *Registry) withJob(pod *v1.Pod, fn func(*jobRecord)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if j := r.jobs[m.Job]; j != nil {
-		fn(m.Job, j)
+	if key, ok := r.byUID[pod.UID]; ok {
+		if j := r.jobs[key]; j != nil {
+			fn(j)
+		}
 	}
 }
 
@@ -182,21 +207,25 @@ func (r *Registry) Order(pod *v1.Pod) OrderKey {
 	if !ok {
 		return OrderKey{Created: pod.CreationTimestamp.Time, Job: "~" + pod.Namespace + "/" + pod.Name, Pod: pod.Name}
 	}
-	r.mu.RLock()
-	j := r.jobs[m.Job]
-	var k OrderKey
-	if j != nil {
-		k = OrderKey{Created: j.created, Seq: j.seq, Job: m.Job.String(), Pod: pod.Name}
-	}
-	r.mu.RUnlock()
-	if j != nil {
+	if k, ok := r.orderOf(m.Job, pod); ok {
 		return k
 	}
-	if !live(pod) {
-		return OrderKey{Created: pod.CreationTimestamp.Time, Job: m.Job.String(), Pod: pod.Name}
-	}
 	r.Observe(pod)
-	return r.Order(pod)
+	if k, ok := r.orderOf(m.Job, pod); ok {
+		return k
+	}
+	// not tracked (terminating, or another scheduler's): its own time
+	return OrderKey{Created: pod.CreationTimestamp.Time, Job: m.Job.String(), Pod: pod.Name}
+}
+
+func (r *Registry) orderOf(job Key, pod *v1.Pod) (OrderKey, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	j := r.jobs[job]
+	if j == nil {
+		return OrderKey{}, false
+	}
+	return OrderKey{Created: j.created, Seq: j.seq, Job: job.String(), Pod: pod.Name}, true
 }
 
 // View returns a copy of a job's state; ok is false if the job has no live pod.
@@ -207,19 +236,22 @@ func (r *Registry) View(key Key) (JobView, bool) {
 	if j == nil {
 		return JobView{Key: key, Roles: map[Role]int{}}, false
 	}
-	v := JobView{Key: key, MinGroup: j.minGroup, Roles: map[Role]int{}, Pods: len(j.pods)}
+	v := JobView{Key: key, Roles: map[Role]int{}, PlacedRoles: map[Role]int{}, Pods: len(j.pods)}
 	for uid, p := range j.pods {
 		v.Roles[p.role]++
+		v.MinGroup = max(v.MinGroup, p.minGroup)
 		switch _, permitted := j.permitted[uid]; {
 		case p.nodeName != "":
 			v.Bound++
+			v.PlacedRoles[p.role]++
 		case permitted:
 			v.Permitted++
+			v.PlacedRoles[p.role]++
 		default:
-			v.Unplaced = append(v.Unplaced, p.request)
+			v.Unplaced = append(v.Unplaced, Pending{Role: p.role, Request: p.request})
 		}
 	}
-	sortRequests(v.Unplaced)
+	sortPending(v.Unplaced)
 	return v, true
 }
 
@@ -309,7 +341,7 @@ func (r *Registry) Jobs() int {
 // MarkPermitted records that a pod passed the Permit barrier and is being
 // bound, so later pods of the job count it as placed.
 func (r *Registry) MarkPermitted(pod *v1.Pod) {
-	r.withJob(pod, func(_ Key, j *jobRecord) {
+	r.withJob(pod, func(j *jobRecord) {
 		if rec := j.pods[pod.UID]; rec != nil && rec.nodeName == "" {
 			j.permitted[pod.UID] = struct{}{}
 		}
@@ -318,7 +350,7 @@ func (r *Registry) MarkPermitted(pod *v1.Pod) {
 
 // Unpermit undoes MarkPermitted, when binding fails or a pod is rejected.
 func (r *Registry) Unpermit(pod *v1.Pod) {
-	r.withJob(pod, func(_ Key, j *jobRecord) { delete(j.permitted, pod.UID) })
+	r.withJob(pod, func(j *jobRecord) { delete(j.permitted, pod.UID) })
 }
 
 // EventHandler feeds the registry from a pod informer.
@@ -345,11 +377,11 @@ func (r *Registry) EventHandler() cache.ResourceEventHandler {
 	}
 }
 
-func sortRequests(rs []Request) {
-	sort.Slice(rs, func(a, b int) bool {
-		if rs[a].MilliCPU != rs[b].MilliCPU {
-			return rs[a].MilliCPU < rs[b].MilliCPU
+func sortPending(ps []Pending) {
+	sort.Slice(ps, func(a, b int) bool {
+		if ps[a].MilliCPU != ps[b].MilliCPU {
+			return ps[a].MilliCPU < ps[b].MilliCPU
 		}
-		return rs[a].Memory < rs[b].Memory
+		return ps[a].Memory < ps[b].Memory
 	})
 }

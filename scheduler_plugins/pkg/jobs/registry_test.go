@@ -24,6 +24,8 @@ func TestMemberOf(t *testing.T) {
 		{"job label only", testutil.MakePod().Name("a").Label(jobs.LabelJob, "j").Obj(), false, 0},
 		{"unknown role", testutil.MakePod().Name("a").Label(jobs.LabelJob, "j").Label(jobs.LabelRole, "chief").Obj(), false, 0},
 		{"bad min-group defaults", testutil.MakePod().Name("a").Job("j", jobs.RoleServer, 0).Obj(), true, jobs.DefaultMinGroup},
+		// a group needs one pod of each role: 1 let a lone worker through the barrier
+		{"min-group below the three roles counts as 3", testutil.MakePod().Name("a").Job("j", jobs.RoleServer, 1).Obj(), true, 3},
 		{"name looks like coach but no labels", testutil.MakePod().Name("coach-j-worker-0").Obj(), false, 0},
 	}
 	for _, tt := range tests {
@@ -121,5 +123,87 @@ func TestRegistryConcurrent(t *testing.T) {
 	wg.Wait()
 	if n := r.Jobs(); n != 0 {
 		t.Fatalf("registry keeps %d jobs after all pods are gone", n)
+	}
+}
+
+// Pods with Coach's labels that another scheduler places are none of the
+// gang's business: a pending one made every younger coach-gang job yield to
+// it for as long as it stayed pending.
+func TestRegistryTracksOnlyThisSchedulersPods(t *testing.T) {
+	r := jobs.NewRegistry()
+	other := testutil.MakePod().Name("d").Job("d", jobs.RoleWorker, 3).Obj()
+	other.Spec.SchedulerName = "default-scheduler"
+	r.Observe(other)
+	if _, ok := r.View(jobs.Key{Namespace: "default", Name: "d"}); ok || r.Jobs() != 0 {
+		t.Fatalf("another scheduler's pod is tracked (%d jobs)", r.Jobs())
+	}
+	if k := r.Order(other); k.Job != "default/d" { // and the queue sort still orders it
+		t.Fatalf("Order = %+v", k)
+	}
+}
+
+// A job's minimum group must not depend on which of its pods was seen last.
+func TestMinGroupIsTheLargestOfTheLivePods(t *testing.T) {
+	a0 := testutil.MakePod().Name("a0").Job("a", jobs.RoleWorker, 5).Obj()
+	a1 := testutil.MakePod().Name("a1").Job("a", jobs.RoleWorker, 3).Obj()
+	tests := []struct {
+		name    string
+		observe []*v1.Pod
+		forget  []*v1.Pod
+		want    int
+	}{
+		{"larger first", []*v1.Pod{a0, a1}, nil, 5},
+		{"larger last", []*v1.Pod{a1, a0}, nil, 5},
+		{"seen again", []*v1.Pod{a0, a1, a0, a1}, nil, 5},
+		{"the larger one gone", []*v1.Pod{a0, a1}, []*v1.Pod{a0}, 3},
+		{"the smaller one gone", []*v1.Pod{a0, a1}, []*v1.Pod{a1}, 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := jobs.NewRegistry()
+			for _, p := range tt.observe {
+				r.Observe(p)
+			}
+			for _, p := range tt.forget {
+				r.Forget(p)
+			}
+			if v, _ := r.View(jobs.Key{Namespace: "default", Name: "a"}); v.MinGroup != tt.want {
+				t.Fatalf("MinGroup = %d, want %d", v.MinGroup, tt.want)
+			}
+		})
+	}
+}
+
+// A pod whose labels change is forgotten where it was recorded: before, it
+// stayed in its old job for good, counting towards its roles and pods.
+func TestARelabelledPodLeavesItsOldJob(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(*v1.Pod)
+		wantB  int // pods of job b afterwards
+	}{
+		{"job label removed", func(p *v1.Pod) { delete(p.Labels, jobs.LabelJob) }, 0},
+		{"unknown role", func(p *v1.Pod) { p.Labels[jobs.LabelRole] = "chief" }, 0},
+		{"moved to job b", func(p *v1.Pod) { p.Labels[jobs.LabelJob] = "b" }, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := jobs.NewRegistry()
+			pod := testutil.MakePod().Name("w").Job("a", jobs.RoleWorker, 3).Obj()
+			r.Observe(pod)
+			changed := pod.DeepCopy()
+			tt.change(changed)
+			r.Observe(changed)
+			if _, ok := r.View(jobs.Key{Namespace: "default", Name: "a"}); ok {
+				t.Fatal("job a still holds the pod")
+			}
+			if v, _ := r.View(jobs.Key{Namespace: "default", Name: "b"}); v.Pods != tt.wantB {
+				t.Fatalf("job b has %d pods, want %d", v.Pods, tt.wantB)
+			}
+			r.Forget(changed)
+			if r.Jobs() != 0 {
+				t.Fatalf("%d jobs tracked after the pod is gone", r.Jobs())
+			}
+		})
 	}
 }

@@ -45,20 +45,68 @@ func (f *Free) take(r jobs.Request) bool {
 	return true
 }
 
-// Outstanding is how many more pods a job needs for its minimum group.
-// Requests are the smallest ones of its unplaced pods (an optimistic guess:
-// the check must never refuse a group that would fit).
-func Outstanding(v jobs.JobView, waiting int) []jobs.Request {
-	need := v.MinGroup - v.Placed() - waiting
-	if need <= 0 {
-		return nil
+// Outstanding is what a job still needs for its minimum group, given the
+// roles of its pods waiting at the barrier: a pod of each role that no placed
+// or waiting pod has, then more pods up to the group's size. Requests are the
+// smallest ones of its unplaced pods (an optimistic guess: the check must
+// never refuse a group that would fit).
+func Outstanding(v jobs.JobView, waiting map[jobs.Role]int) []jobs.Request {
+	need := v.MinGroup - v.Placed()
+	for _, n := range waiting {
+		need -= n
 	}
-	// Unplaced includes the waiting pods; they already hold their node.
-	pool := v.Unplaced
-	if need > len(pool) {
-		need = len(pool)
+	var out []jobs.Request
+	taken := make([]bool, len(v.Unplaced))
+	for _, r := range Missing(v, waiting) {
+		for i, p := range v.Unplaced { // smallest first
+			if p.Role == r && !taken[i] {
+				taken[i] = true
+				out = append(out, p.Request)
+				break
+			}
+		}
 	}
-	return pool[:need]
+	// the rest: any unplaced pod (the waiting ones among them already hold
+	// their node, which only makes the guess more optimistic)
+	for i, p := range v.Unplaced {
+		if len(out) >= need {
+			break
+		}
+		if !taken[i] {
+			out = append(out, p.Request)
+		}
+	}
+	return out
+}
+
+// Missing lists the roles that neither the job's placed pods nor its pods
+// waiting at the barrier have: the minimum group is not complete without them.
+func Missing(v jobs.JobView, waiting map[jobs.Role]int) []jobs.Role {
+	var out []jobs.Role
+	for _, r := range jobs.AllRoles {
+		if v.PlacedRoles[r]+waiting[r] == 0 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Needed says whether a pod of role is part of the job's minimum group now:
+// one of a missing role always is; one of a role the group already has only
+// while the group has room beyond the missing roles. A pod that is not needed
+// would hold a node at the barrier that a missing role's pod may need.
+func Needed(v jobs.JobView, waiting map[jobs.Role]int, role jobs.Role) bool {
+	missing := Missing(v, waiting)
+	for _, r := range missing {
+		if r == role {
+			return true
+		}
+	}
+	room := v.MinGroup - v.Placed()
+	for _, n := range waiting {
+		room -= n
+	}
+	return room > len(missing)
 }
 
 // GroupFits reports whether demand can be packed into the free capacity after
@@ -156,12 +204,13 @@ func (d Decision) String() string {
 }
 
 // Permit decides for one pod of a job whose placed pods (bound or being
-// bound, not counting this one) and waiting pods are given.
-func Permit(placed, waiting, minGroup int) Decision {
+// bound, not counting this one) and waiting pods are given; covered says
+// whether those pods and this one hold every role between them.
+func Permit(placed, waiting, minGroup int, covered bool) Decision {
 	switch {
 	case placed >= minGroup:
 		return AllowExtra
-	case placed+waiting+1 >= minGroup:
+	case placed+waiting+1 >= minGroup && covered:
 		return AllowGroup
 	default:
 		return Wait

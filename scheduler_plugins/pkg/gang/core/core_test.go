@@ -1,19 +1,25 @@
 package core_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/coach/scheduler_plugins/pkg/gang/core"
 	"github.com/coach/scheduler_plugins/pkg/jobs"
 )
 
-func view(roles map[jobs.Role]int, minGroup, bound, permitted int, unplaced ...jobs.Request) jobs.JobView {
+func view(roles map[jobs.Role]int, minGroup, bound, permitted int, unplaced ...jobs.Pending) jobs.JobView {
 	pods := 0
 	for _, n := range roles {
 		pods += n
 	}
 	return jobs.JobView{Key: jobs.Key{Namespace: "ns", Name: "j"}, MinGroup: minGroup, Roles: roles,
 		Pods: pods, Bound: bound, Permitted: permitted, Unplaced: unplaced}
+}
+
+// all is a job of one scheduler, one server and the given workers.
+func all(workers int) map[jobs.Role]int {
+	return map[jobs.Role]int{jobs.RoleScheduler: 1, jobs.RoleServer: 1, jobs.RoleWorker: workers}
 }
 
 func TestAdmit(t *testing.T) {
@@ -67,23 +73,61 @@ func TestGroupFits(t *testing.T) {
 }
 
 func TestOutstanding(t *testing.T) {
-	small, big := jobs.Request{MilliCPU: 100}, jobs.Request{MilliCPU: 900}
+	w := func(cpu int64) jobs.Pending { return jobs.Pending{Role: jobs.RoleWorker, Request: jobs.Request{MilliCPU: cpu}} }
+	sched := jobs.Pending{Role: jobs.RoleScheduler, Request: jobs.Request{MilliCPU: 500}}
+	server := jobs.Pending{Role: jobs.RoleServer, Request: jobs.Request{MilliCPU: 700}}
+	placed := func(v jobs.JobView, roles map[jobs.Role]int) jobs.JobView { v.PlacedRoles = roles; return v }
 	tests := []struct {
 		name    string
 		v       jobs.JobView
-		waiting int
-		want    int
+		waiting map[jobs.Role]int
+		want    []int64 // millicores of the requests, in order
 	}{
-		{"nothing placed", view(map[jobs.Role]int{jobs.RoleWorker: 4}, 4, 0, 0, small, small, big, big), 0, 4},
-		{"two waiting", view(map[jobs.Role]int{jobs.RoleWorker: 4}, 4, 0, 0, small, small, big, big), 2, 2},
-		{"group placed", view(map[jobs.Role]int{jobs.RoleWorker: 5}, 4, 3, 1, small), 0, 0},
-		{"fewer unplaced than needed", view(map[jobs.Role]int{jobs.RoleWorker: 2}, 4, 0, 0, small), 0, 1},
+		{"nothing placed: each role, then the smallest", view(all(3), 4, 0, 0, w(100), w(100), sched, server, w(900)),
+			nil, []int64{500, 700, 100, 100}},
+		// before, the three smallest were the workers: a group the roles could not start
+		{"workers smallest: the scheduler and server still count", view(all(3), 3, 0, 0, w(100), w(100), w(100), sched, server),
+			nil, []int64{500, 700, 100}},
+		{"two workers waiting", view(all(3), 4, 0, 0, w(100), w(100), sched, server, w(900)),
+			map[jobs.Role]int{jobs.RoleWorker: 2}, []int64{500, 700}},
+		{"group placed", placed(view(all(3), 3, 2, 1, w(100)), all(1)), nil, nil},
+		{"scheduler bound: the server and a worker", placed(view(all(2), 3, 1, 0, w(100), server, w(300)),
+			map[jobs.Role]int{jobs.RoleScheduler: 1}), nil, []int64{700, 100}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := core.Outstanding(tt.v, tt.waiting)
-			if len(got) != tt.want {
-				t.Fatalf("Outstanding = %v, want %d requests", got, tt.want)
+			var got []int64
+			for _, r := range core.Outstanding(tt.v, tt.waiting) {
+				got = append(got, r.MilliCPU)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Fatalf("Outstanding = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNeeded(t *testing.T) {
+	workers := func(n int) map[jobs.Role]int { return map[jobs.Role]int{jobs.RoleWorker: n} }
+	tests := []struct {
+		name     string
+		minGroup int
+		waiting  map[jobs.Role]int
+		role     jobs.Role
+		want     bool
+	}{
+		{"first pod of any role", 3, nil, jobs.RoleWorker, true},
+		{"second worker of a group of 3 with no scheduler or server yet", 3, workers(1), jobs.RoleWorker, false},
+		{"a missing role always", 3, workers(2), jobs.RoleScheduler, true},
+		{"room for more workers beyond the missing roles", 5, workers(1), jobs.RoleWorker, true},
+		{"no room left", 5, workers(3), jobs.RoleWorker, false},
+		{"roles covered, room left", 4, map[jobs.Role]int{jobs.RoleScheduler: 1, jobs.RoleServer: 1, jobs.RoleWorker: 1}, jobs.RoleWorker, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := view(all(4), tt.minGroup, 0, 0)
+			if got := core.Needed(v, tt.waiting, tt.role); got != tt.want {
+				t.Fatalf("Needed = %v, want %v (missing %v)", got, tt.want, core.Missing(v, tt.waiting))
 			}
 		})
 	}
@@ -93,19 +137,21 @@ func TestPermit(t *testing.T) {
 	tests := []struct {
 		name                      string
 		placed, waiting, minGroup int
+		covered                   bool
 		want                      core.Decision
 	}{
-		{"first of four waits", 0, 0, 4, core.Wait},
-		{"third of four waits", 0, 2, 4, core.Wait},
-		{"fourth of four completes the group", 0, 3, 4, core.AllowGroup},
-		{"group of one", 0, 0, 1, core.AllowGroup},
-		{"extra after the group is bound", 4, 0, 4, core.AllowExtra},
-		{"group completes with bound pods", 2, 1, 4, core.AllowGroup},
-		{"partially bound group never lets an extra through alone", 3, 0, 5, core.Wait},
+		{"first of four waits", 0, 0, 4, false, core.Wait},
+		{"third of four waits", 0, 2, 4, true, core.Wait},
+		{"fourth of four completes the group", 0, 3, 4, true, core.AllowGroup},
+		// a group of workers only: it would hold nodes and never start
+		{"enough pods but a role missing waits", 0, 2, 3, false, core.Wait},
+		{"extra after the group is bound", 4, 0, 4, true, core.AllowExtra},
+		{"group completes with bound pods", 2, 1, 4, true, core.AllowGroup},
+		{"partially bound group never lets an extra through alone", 3, 0, 5, true, core.Wait},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := core.Permit(tt.placed, tt.waiting, tt.minGroup); got != tt.want {
+			if got := core.Permit(tt.placed, tt.waiting, tt.minGroup, tt.covered); got != tt.want {
 				t.Fatalf("Permit = %v, want %v", got, tt.want)
 			}
 		})
