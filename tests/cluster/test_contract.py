@@ -1,0 +1,32 @@
+"""The pod contract on the real control plane: which pods the gang waits for, and what a
+minimum group is made of."""
+
+from __future__ import annotations
+
+from tests.cluster.workload import Workload, job_pod, wait_for
+
+
+def test_pending_pods_of_another_scheduler_do_not_hold_gang_jobs(workload: Workload) -> None:
+    # an experimenter runs both schedulers on one cluster: a default-scheduler job that stays
+    # pending (no node has its label) made every younger coach-gang job yield to it for good
+    workload.reset(nodes=1, cpu="4", memory="8Gi")
+    other = [job_pod("other", i, role, 3, "default-scheduler") for i, role in enumerate(["scheduler", "server", "worker"])]
+    for pod in other:
+        pod["spec"]["nodeSelector"] = {"no-such": "label"}
+    workload.submit(other)
+    workload.settle(quiet_s=2)
+    workload.submit(workload.job_pods("gang", 3, 3, "coach-gang"))
+    wait_for(lambda: workload.bound() == {"gang": 3}, 60, f"the gang job to bind (now {workload.bound()})")
+
+
+def test_a_minimum_group_starts_with_every_role(workload: Workload) -> None:
+    # three workers sort before the scheduler and server: they made up a "group of 3" at the
+    # barrier, held 3 of the 4 CPUs, and the scheduler never found a node
+    workload.reset(nodes=1, cpu="4", memory="8Gi")
+    pods = [job_pod("roles", i, "worker", 3, "coach-gang", name=f"roles-a-worker-{i}") for i in range(3)]
+    pods += [job_pod("roles", 3, "scheduler", 3, "coach-gang", name="roles-z-scheduler"),
+             job_pod("roles", 4, "server", 3, "coach-gang", name="roles-z-server")]
+    workload.submit(pods)
+    wait_for(lambda: workload.bound_roles("roles") == {"scheduler", "server", "worker"}, 60,
+             f"the scheduler, server and a worker to bind (now {workload.bound_roles('roles')})")
+    assert workload.settle(quiet_s=3)["roles"] == 4   # and one extra worker beside them
