@@ -239,6 +239,7 @@ def up(nodes: int = DEFAULT_NODES, cpu: str = DEFAULT_CPU, memory: str = DEFAULT
 
 
 def _start_all(directory: Path, nodes: int, cpu: str, memory: str) -> Path:
+    shutil.rmtree(directory / "etcd", ignore_errors=True)   # a clean cluster, whatever a crash left
     (directory / "logs").mkdir(parents=True, exist_ok=True)
     pki = directory / "pki"
     pki.mkdir(exist_ok=True)
@@ -378,12 +379,12 @@ def _down(directory: Path) -> list[str]:
     for p in reversed(state.processes):
         if not _alive(p):
             continue
-        os.kill(p.pid, signal.SIGTERM)
+        _signal(p.pid, signal.SIGTERM)
         deadline = time.monotonic() + STOP_TIMEOUT_S
         while _alive(p) and time.monotonic() < deadline:
             time.sleep(0.1)
         if _alive(p):
-            os.kill(p.pid, signal.SIGKILL)
+            _signal(p.pid, signal.SIGKILL)
             while _alive(p):
                 time.sleep(0.05)
         stopped.append(p.name)
@@ -391,6 +392,13 @@ def _down(directory: Path) -> list[str]:
     shutil.rmtree(directory / "etcd", ignore_errors=True)
     (directory / "state.json").unlink(missing_ok=True)
     return stopped
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:   # it exited since it was found alive
+        pass
 
 
 def _reap(pids: list[int]) -> None:

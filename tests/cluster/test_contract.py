@@ -3,7 +3,7 @@ minimum group is made of."""
 
 from __future__ import annotations
 
-from tests.cluster.workload import Workload, job_pod, wait_for
+from tests.cluster.workload import NAMESPACE, Workload, job_pod, wait_for
 
 
 def test_pending_pods_of_another_scheduler_do_not_hold_gang_jobs(workload: Workload) -> None:
@@ -30,3 +30,17 @@ def test_a_minimum_group_starts_with_every_role(workload: Workload) -> None:
     wait_for(lambda: workload.bound_roles("roles") == {"scheduler", "server", "worker"}, 60,
              f"the scheduler, server and a worker to bind (now {workload.bound_roles('roles')})")
     assert workload.settle(quiet_s=3)["roles"] == 4   # and one extra worker beside them
+
+
+def test_a_job_short_of_its_minimum_group_says_why(workload: Workload) -> None:
+    # its pods are kept out of the queue, which gives them no condition: an event says why
+    workload.reset(nodes=1, cpu="4", memory="8Gi")
+    workload.submit(workload.job_pods("short", 3, 5, "coach-gang"))
+
+    def notes() -> list[str]:
+        items = workload.kube.request("GET", f"/apis/events.k8s.io/v1/namespaces/{NAMESPACE}/events").json()["items"]
+        return [e.get("note", "") for e in items if e.get("reason") == "WaitingForGang"]
+
+    last = f"job {NAMESPACE}/short has 3 of the 5 pods of its minimum group"
+    wait_for(lambda: last in notes(), 30, f"a WaitingForGang event saying {last!r} (now {notes()})")
+    assert not workload.bound()

@@ -133,7 +133,12 @@ func (p *Plugin) PreEnqueue(_ context.Context, pod *v1.Pod) *fwk.Status {
 	p.registry.Observe(pod)
 	v, _ := p.registry.View(m.Job)
 	if ok, why := core.Admit(v); !ok {
-		p.registry.MarkGated(m.Job)
+		// a gated pod gets no scheduling condition: say why, as an event, when it changes
+		if p.registry.MarkGated(m.Job, why) {
+			if rec := p.handle.EventRecorder(); rec != nil {
+				rec.Eventf(pod, nil, v1.EventTypeNormal, "WaitingForGang", "Scheduling", "%s", why)
+			}
+		}
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
 	}
 	// The queue re-runs PreEnqueue for gated pods only on their own updates,

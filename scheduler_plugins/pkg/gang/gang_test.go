@@ -9,8 +9,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
@@ -27,6 +29,7 @@ type fakeHandle struct {
 	fwk.Handle
 	waiting  []*fakeWaiting
 	snapshot *schedcache.Snapshot
+	events   fakeRecorder
 
 	mu        sync.Mutex
 	activated map[string]bool
@@ -58,6 +61,21 @@ func (h *fakeHandle) IterateOverWaitingPods(f func(fwk.WaitingPod)) {
 }
 
 func (h *fakeHandle) SnapshotSharedLister() fwk.SharedLister { return h.snapshot }
+
+func (h *fakeHandle) EventRecorder() events.EventRecorder { return &h.events }
+
+// fakeRecorder keeps the notes of the events a plugin records.
+type fakeRecorder struct {
+	events.EventRecorder
+	mu    sync.Mutex
+	notes []string
+}
+
+func (r *fakeRecorder) Eventf(_ runtime.Object, _ runtime.Object, eventtype, reason, _, note string, args ...interface{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.notes = append(r.notes, eventtype+" "+reason+": "+fmt.Sprintf(note, args...))
+}
 
 func (h *fakeHandle) SharedInformerFactory() informers.SharedInformerFactory { return nil }
 
@@ -485,5 +503,28 @@ func TestTheMinimumGroupHasEveryRole(t *testing.T) {
 		default:
 			t.Fatalf("step %d (%s): Permit = %v, want %s", i, st.pod.Name, ps, st.permit)
 		}
+	}
+}
+
+// A gated pod gets no scheduling condition, so without an event a job short
+// of pods is pending with no reason anywhere. An event when the reason changes
+// as pods arrive, not one per retry.
+func TestAGatedJobSaysWhy(t *testing.T) {
+	r := jobs.NewRegistry()
+	h := &fakeHandle{}
+	pl := gang.NewWithRegistry(h, r, time.Second)
+	for _, p := range jobPods("a", 3, 5) { // pods arrive one by one; each is retried
+		r.Observe(p)
+		for range 2 {
+			if s := pl.PreEnqueue(t.Context(), p); s.IsSuccess() {
+				t.Fatalf("PreEnqueue(%s) = %v, want gated", p.Name, s)
+			}
+		}
+	}
+	want := []string{"Normal WaitingForGang: job default/a has no server, worker pod yet",
+		"Normal WaitingForGang: job default/a has no worker pod yet",
+		"Normal WaitingForGang: job default/a has 3 of the 5 pods of its minimum group"}
+	if fmt.Sprint(h.events.notes) != fmt.Sprint(want) {
+		t.Fatalf("events = %q, want %q", h.events.notes, want)
 	}
 }

@@ -38,7 +38,7 @@ type jobRecord struct {
 	seq       uint64    // order in which the informer first saw the job
 	pods      map[types.UID]*podRecord
 	permitted map[types.UID]struct{} // passed Permit, binding not yet observed
-	gated     bool                   // a pod was kept out of the queue by PreEnqueue
+	gatedWhy  string                 // why PreEnqueue last kept a pod out of the queue ("" if not)
 }
 
 // OrderKey places a pod in the job-FIFO queue (thesis Algorithm 1): the job
@@ -289,13 +289,17 @@ func countBound(j *jobRecord) int {
 	return n
 }
 
-// MarkGated records that PreEnqueue kept a pod of the job out of the queue.
-func (r *Registry) MarkGated(key Key) {
+// MarkGated records that PreEnqueue kept a pod of the job out of the queue,
+// and why; true if the reason is new (the first, or it changed as pods came).
+func (r *Registry) MarkGated(key Key, why string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if j := r.jobs[key]; j != nil {
-		j.gated = true
+	j := r.jobs[key]
+	if j == nil || j.gatedWhy == why {
+		return false
 	}
+	j.gatedWhy = why
+	return true
 }
 
 // TakeGated returns the job's unbound pods if one of them was gated, and
@@ -304,10 +308,10 @@ func (r *Registry) TakeGated(key Key) []*v1.Pod {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	j := r.jobs[key]
-	if j == nil || !j.gated {
+	if j == nil || j.gatedWhy == "" {
 		return nil
 	}
-	j.gated = false
+	j.gatedWhy = ""
 	return unbound(j)
 }
 
