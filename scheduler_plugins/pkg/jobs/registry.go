@@ -115,11 +115,19 @@ type Registry struct {
 	// byUID names the job each tracked pod is recorded under, so a pod whose
 	// labels changed (another job, an unknown role, none) is forgotten there.
 	byUID map[types.UID]Key
+	// gone remembers for a while the pods that were deleted or ended: the
+	// queue and the plugins observe their own copies of pods, and a stale
+	// copy must not bring a pod back that is gone for good.
+	gone map[types.UID]time.Time
 }
+
+// goneFor is how long a deleted pod's UID is remembered: far longer than a
+// stale copy of it can circulate in the scheduler.
+const goneFor = 10 * time.Minute
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{jobs: map[Key]*jobRecord{}, byUID: map[types.UID]Key{}}
+	return &Registry{jobs: map[Key]*jobRecord{}, byUID: map[types.UID]Key{}, gone: map[types.UID]time.Time{}}
 }
 
 func live(pod *v1.Pod) bool {
@@ -132,13 +140,20 @@ func live(pod *v1.Pod) bool {
 // jobs back for good); terminating or finished pods, and pods that stopped
 // being members, are forgotten.
 func (r *Registry) Observe(pod *v1.Pod) {
+	if !live(pod) {
+		r.Delete(pod)
+		return
+	}
 	m, ok := MemberOf(pod)
-	if !ok || pod.Spec.SchedulerName != SchedulerName || !live(pod) {
+	if !ok || pod.Spec.SchedulerName != SchedulerName {
 		r.Forget(pod)
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if _, ok := r.gone[pod.UID]; ok {
+		return // a stale copy of a pod that is gone
+	}
 	if old, ok := r.byUID[pod.UID]; ok && old != m.Job {
 		r.forgetLocked(old, pod.UID)
 	}
@@ -167,7 +182,25 @@ func (r *Registry) Observe(pod *v1.Pod) {
 	}
 }
 
-// Forget drops a pod that is gone, and its job once no pod is left.
+// Delete drops a pod that is gone for good (deleted, terminating or finished)
+// and remembers it, so that a stale copy does not bring it back.
+func (r *Registry) Delete(pod *v1.Pod) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	for uid, t := range r.gone { // the map holds only the last minutes' pods
+		if now.Sub(t) > goneFor {
+			delete(r.gone, uid)
+		}
+	}
+	r.gone[pod.UID] = now
+	if key, ok := r.byUID[pod.UID]; ok {
+		r.forgetLocked(key, pod.UID)
+	}
+}
+
+// Forget drops a pod that is no longer tracked (its labels changed), and its
+// job once no pod is left.
 func (r *Registry) Forget(pod *v1.Pod) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -375,7 +408,7 @@ func (r *Registry) EventHandler() cache.ResourceEventHandler {
 				obj = t.Obj
 			}
 			if pod, ok := obj.(*v1.Pod); ok {
-				r.Forget(pod)
+				r.Delete(pod)
 			}
 		},
 	}

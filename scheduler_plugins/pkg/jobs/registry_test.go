@@ -207,3 +207,30 @@ func TestARelabelledPodLeavesItsOldJob(t *testing.T) {
 		})
 	}
 }
+
+// The queue and the plugins observe their own copies of pods; a stale copy of
+// a pod that is gone must not bring it back (and its job with it, for good).
+func TestAPodThatIsGoneStaysGone(t *testing.T) {
+	pod := testutil.MakePod().Name("w").Job("a", jobs.RoleWorker, 3).Obj()
+	tests := []struct {
+		name string
+		gone func(*jobs.Registry)
+	}{
+		{"deleted", func(r *jobs.Registry) { r.Delete(pod) }},
+		{"seen terminating", func(r *jobs.Registry) {
+			r.Observe(testutil.MakePod().Name("w").Job("a", jobs.RoleWorker, 3).Terminating().Obj())
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := jobs.NewRegistry()
+			r.Observe(pod)
+			tt.gone(r)
+			r.Observe(pod)   // the stale copy
+			_ = r.Order(pod) // which the queue sort observes too
+			if r.Jobs() != 0 {
+				t.Fatalf("%d jobs tracked after the pod is gone", r.Jobs())
+			}
+		})
+	}
+}

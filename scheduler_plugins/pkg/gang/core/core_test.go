@@ -73,7 +73,9 @@ func TestGroupFits(t *testing.T) {
 }
 
 func TestOutstanding(t *testing.T) {
-	w := func(cpu int64) jobs.Pending { return jobs.Pending{Role: jobs.RoleWorker, Request: jobs.Request{MilliCPU: cpu}} }
+	w := func(cpu int64) jobs.Pending {
+		return jobs.Pending{Role: jobs.RoleWorker, Request: jobs.Request{MilliCPU: cpu}}
+	}
 	sched := jobs.Pending{Role: jobs.RoleScheduler, Request: jobs.Request{MilliCPU: 500}}
 	server := jobs.Pending{Role: jobs.RoleServer, Request: jobs.Request{MilliCPU: 700}}
 	placed := func(v jobs.JobView, roles map[jobs.Role]int) jobs.JobView { v.PlacedRoles = roles; return v }
