@@ -226,6 +226,8 @@ def up(nodes: int = DEFAULT_NODES, cpu: str = DEFAULT_CPU, memory: str = DEFAULT
                 _wait("the running kube-apiserver's /readyz", kube.ready, START_TIMEOUT_S, state.processes,
                       directory)
                 set_nodes(kube, nodes, cpu, memory)
+            except ClusterError as e:
+                raise ClusterError(f"{e}; `coach cluster down` stops it, and `up` then starts a fresh one") from None
             finally:
                 kube.close()
             state.nodes, state.cpu, state.memory = nodes, cpu, memory

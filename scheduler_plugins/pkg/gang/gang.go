@@ -319,8 +319,9 @@ func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.P
 	if !byPreFilter {
 		p.block(m.Job, pod)
 	}
+	newly := !p.recentlyFailed(m.Job) // from now on it holds no room for younger jobs
 	p.markFailed(m.Job)
-	if p.release(ctx, m.Job, "a pod of the group found no node") > 0 || !byPreFilter {
+	if p.release(ctx, m.Job, "a pod of the group found no node") > 0 || !byPreFilter || newly {
 		p.wakeYielded(klog.FromContext(ctx), m.Job)
 	}
 	return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("job %s: released its waiting pods", m.Job))

@@ -528,3 +528,46 @@ func TestAGatedJobSaysWhy(t *testing.T) {
 		t.Fatalf("events = %q, want %q", h.events.notes, want)
 	}
 }
+
+// A job that yielded to an older one is woken when the older one stops
+// holding room for it: here the older job no longer fits (another scheduler's
+// pod took the room, an event the younger job's queueing hint skips), so it
+// is marked failed and the younger one, which now fits, must get another try
+// rather than wait for an unrelated event or the queue's 5-minute flush.
+func TestAYieldedJobIsWokenWhenTheOlderOneStopsHoldingRoom(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	older, younger := jobPods("a", 4, 4), jobPods("b", 3, 3)
+	for _, p := range older {
+		p.CreationTimestamp = metav1.NewTime(t0)
+	}
+	for _, p := range younger {
+		p.CreationTimestamp = metav1.NewTime(t0.Add(time.Second))
+	}
+	r := jobs.NewRegistry()
+	for _, p := range append(append([]*v1.Pod{}, older...), younger...) {
+		r.Observe(p)
+	}
+	h := &fakeHandle{snapshot: schedcache.NewSnapshot(nil, []*v1.Node{node("n1", 6)})}
+	pl := gang.NewWithRegistry(h, r, 30*time.Second)
+	state := framework.NewCycleState()
+	if _, s := pl.PreFilter(t.Context(), state, younger[0], nil); s.IsSuccess() {
+		t.Fatal("b should yield to a")
+	}
+	pl.PostFilter(t.Context(), state, younger[0], nil)
+	h.snapshot = schedcache.NewSnapshot(nil, []*v1.Node{node("n1", 3)}) // the room shrinks
+	state = framework.NewCycleState()
+	if _, s := pl.PreFilter(t.Context(), state, older[0], nil); s.IsSuccess() {
+		t.Fatal("a should not fit any more")
+	}
+	pl.PostFilter(t.Context(), state, older[0], nil)
+	deadline := time.Now().Add(5 * time.Second)
+	for !h.wasActivated(younger[0].Name) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !h.wasActivated(younger[0].Name) {
+		t.Fatal("b fits now but was never woken")
+	}
+	if _, s := pl.PreFilter(t.Context(), framework.NewCycleState(), younger[0], nil); !s.IsSuccess() {
+		t.Fatalf("b: PreFilter = %v, want Success", s)
+	}
+}

@@ -115,10 +115,11 @@ type Registry struct {
 	// byUID names the job each tracked pod is recorded under, so a pod whose
 	// labels changed (another job, an unknown role, none) is forgotten there.
 	byUID map[types.UID]Key
-	// gone remembers for a while the pods that were deleted or ended: the
-	// queue and the plugins observe their own copies of pods, and a stale
-	// copy must not bring a pod back that is gone for good.
-	gone map[types.UID]time.Time
+	// gone remembers for a while the tracked pods that were deleted or
+	// ended: the queue and the plugins observe their own copies of pods, and
+	// a stale copy must not bring a pod back that is gone for good.
+	gone     map[types.UID]time.Time
+	prunedAt time.Time
 }
 
 // goneFor is how long a deleted pod's UID is remembered: far longer than a
@@ -140,13 +141,13 @@ func live(pod *v1.Pod) bool {
 // jobs back for good); terminating or finished pods, and pods that stopped
 // being members, are forgotten.
 func (r *Registry) Observe(pod *v1.Pod) {
-	if !live(pod) {
-		r.Delete(pod)
-		return
-	}
 	m, ok := MemberOf(pod)
 	if !ok || pod.Spec.SchedulerName != SchedulerName {
-		r.Forget(pod)
+		r.Forget(pod) // if its labels changed; other pods cost a read lock
+		return
+	}
+	if !live(pod) {
+		r.Delete(pod)
 		return
 	}
 	r.mu.Lock()
@@ -183,15 +184,22 @@ func (r *Registry) Observe(pod *v1.Pod) {
 }
 
 // Delete drops a pod that is gone for good (deleted, terminating or finished)
-// and remembers it, so that a stale copy does not bring it back.
+// and, if it was a Coach pod of this scheduler, remembers it, so that a stale
+// copy does not bring it back. Other pods cost a read lock.
 func (r *Registry) Delete(pod *v1.Pod) {
+	if _, ok := MemberOf(pod); (!ok || pod.Spec.SchedulerName != SchedulerName) && !r.tracked(pod) {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := time.Now()
-	for uid, t := range r.gone { // the map holds only the last minutes' pods
-		if now.Sub(t) > goneFor {
-			delete(r.gone, uid)
+	if now.Sub(r.prunedAt) > time.Minute { // the map holds only the last minutes' pods
+		for uid, t := range r.gone {
+			if now.Sub(t) > goneFor {
+				delete(r.gone, uid)
+			}
 		}
+		r.prunedAt = now
 	}
 	r.gone[pod.UID] = now
 	if key, ok := r.byUID[pod.UID]; ok {
@@ -202,11 +210,21 @@ func (r *Registry) Delete(pod *v1.Pod) {
 // Forget drops a pod that is no longer tracked (its labels changed), and its
 // job once no pod is left.
 func (r *Registry) Forget(pod *v1.Pod) {
+	if !r.tracked(pod) {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if key, ok := r.byUID[pod.UID]; ok {
 		r.forgetLocked(key, pod.UID)
 	}
+}
+
+func (r *Registry) tracked(pod *v1.Pod) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	_, ok := r.byUID[pod.UID]
+	return ok
 }
 
 func (r *Registry) forgetLocked(key Key, uid types.UID) {
@@ -302,6 +320,10 @@ func (r *Registry) OlderUnplaced(key Key) []JobView {
 			}
 		}
 	}
+	sort.Slice(keys, func(a, b int) bool { // oldest first, as the queue orders them
+		ja, jb := r.jobs[keys[a]], r.jobs[keys[b]]
+		return OrderKey{Created: ja.created, Seq: ja.seq}.Less(OrderKey{Created: jb.created, Seq: jb.seq})
+	})
 	r.mu.RUnlock()
 	var out []JobView
 	for _, k := range keys {

@@ -234,3 +234,21 @@ func TestAPodThatIsGoneStaysGone(t *testing.T) {
 		})
 	}
 }
+
+// Older jobs come oldest first: the gang reserves their room in this order.
+func TestOlderUnplacedIsOldestFirst(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	r := jobs.NewRegistry()
+	for i, job := range []string{"c", "a", "d", "b", "young"} { // arrival order
+		for _, role := range jobs.AllRoles {
+			r.Observe(testutil.MakePod().Name(job+"-"+string(role)).Job(job, role, 3).Created(t0.Add(time.Duration(i) * time.Second)).Obj())
+		}
+	}
+	var got []string
+	for _, v := range r.OlderUnplaced(jobs.Key{Namespace: "default", Name: "young"}) {
+		got = append(got, v.Key.Name)
+	}
+	if fmt.Sprint(got) != "[c a d b]" {
+		t.Fatalf("OlderUnplaced = %v, want [c a d b]", got)
+	}
+}
