@@ -62,10 +62,11 @@ type Plugin struct {
 // so PostFilter can tell that from a pod the filters found no node for.
 const refusedKey fwk.StateKey = Name + "/refused"
 
-// refused says why PreFilter refused a pod. keepGroup: the pod is not part of
-// its job's minimum group now, which is forming at the barrier and must not
-// be released for it.
-type refused struct{ keepGroup bool }
+// refused says why PreFilter refused a pod. onlyThisPod: the refusal is about
+// this pod, not its job's group (the group, forming at the barrier, does not
+// need it yet; or it is an extra that leaves room to another job's group), so
+// PostFilter releases, blocks and wakes nothing for it.
+type refused struct{ onlyThisPod bool }
 
 func (r refused) Clone() fwk.StateData { return r }
 
@@ -224,9 +225,9 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	result, status, keepGroup := p.preFilter(ctx, m, pod)
+	result, status, onlyThisPod := p.preFilter(ctx, m, pod)
 	if state != nil && status.IsRejected() {
-		state.Write(refusedKey, refused{keepGroup: keepGroup})
+		state.Write(refusedKey, refused{onlyThisPod: onlyThisPod})
 	}
 	return result, status
 }
@@ -237,8 +238,11 @@ func (p *Plugin) preFilter(ctx context.Context, m jobs.Member, pod *v1.Pod) (*fw
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why), false
 	}
 	waiting := p.waitingByJob()
-	if v.Placed() >= v.MinGroup {
-		return nil, nil, false // an elastic extra: placed on its own
+	if v.Placed() >= v.MinGroup { // an elastic extra: placed on its own, after other jobs' minimum groups
+		if status := p.extraLeavesRoom(m.Job, pod, waiting); status != nil {
+			return nil, status, true
+		}
+		return nil, nil, false
 	}
 	if blocker := p.blockedBy(m.Job, pod); blocker != "" {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
@@ -295,6 +299,38 @@ func (p *Plugin) preFilter(ctx context.Context, m jobs.Member, pod *v1.Pod) (*fw
 	return nil, nil, false
 }
 
+// extraLeavesRoom refuses an extra pod that would take room a group at the
+// barrier (of another job) still needs: a job's minimum comes before another
+// job's extras, as in Coach's planner, or the group's last pod finds no node
+// and the group is released. The extra is woken when that group is placed or
+// released.
+func (p *Plugin) extraLeavesRoom(job jobs.Key, pod *v1.Pod, waiting map[jobs.Key]map[jobs.Role]int) *fwk.Status {
+	var inFlight [][]jobs.Request
+	for other, roles := range waiting {
+		if ov, ok := p.registry.View(other); ok && other != job {
+			if d := core.Outstanding(ov, roles); len(d) > 0 {
+				inFlight = append(inFlight, d)
+			}
+		}
+	}
+	if len(inFlight) == 0 {
+		return nil
+	}
+	free, err := p.freeCapacity()
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	demand := []jobs.Request{jobs.RequestOf(pod)}
+	if core.SurelyFits(free, inFlight, demand) || core.GroupFits(free, inFlight, demand) {
+		return nil
+	}
+	p.mu.Lock()
+	p.yielded[job] = struct{}{}
+	p.mu.Unlock()
+	return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
+		"job %s: an extra pod waits while another job's minimum group at the barrier needs the room", job))
+}
+
 // PreFilterExtensions is not needed: the check is per job, not per node.
 func (p *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
@@ -311,8 +347,8 @@ func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.P
 	if state != nil {
 		if data, err := state.Read(refusedKey); err == nil {
 			byPreFilter = true
-			if r, _ := data.(refused); r.keepGroup {
-				return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("job %s: waits for its group", m.Job))
+			if r, _ := data.(refused); r.onlyThisPod {
+				return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("job %s: this pod waits; its group is left as it is", m.Job))
 			}
 		}
 	}

@@ -571,3 +571,65 @@ func TestAYieldedJobIsWokenWhenTheOlderOneStopsHoldingRoom(t *testing.T) {
 		t.Fatalf("b: PreFilter = %v, want Success", s)
 	}
 }
+
+// An extra pod of a placed job does not take the room that another job's
+// minimum group at the barrier still needs: the group's last pod would find no
+// node and the group would be released. It is woken when that group is placed.
+func TestAnExtraLeavesTheRoomAGroupAtTheBarrierNeeds(t *testing.T) {
+	tests := []struct {
+		name      string
+		slots     int64 // one node; job a's group (3) is bound, job b has 2 of its 3 waiting
+		bWaiting  bool
+		wantExtra fwk.Code
+	}{
+		{"room for both", 7, true, fwk.Success},
+		{"room for b's last pod only", 6, true, fwk.Unschedulable},
+		{"no group at the barrier", 6, false, fwk.Success},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, b := jobPods("a", 4, 3), jobPods("b", 3, 3)
+			bind(a[:3], "n1")
+			r := jobs.NewRegistry()
+			for _, p := range append(append([]*v1.Pod{}, a...), b...) {
+				r.Observe(p)
+			}
+			h := &fakeHandle{}
+			occupied := append([]*v1.Pod{}, a[:3]...)
+			if tt.bWaiting {
+				for _, p := range b[:2] {
+					h.waiting = append(h.waiting, &fakeWaiting{pod: p, state: "waiting"})
+					assumed := p.DeepCopy()
+					assumed.Spec.NodeName = "n1" // assumed on the node while it waits
+					occupied = append(occupied, assumed)
+				}
+			}
+			h.snapshot = schedcache.NewSnapshot(occupied, []*v1.Node{node("n1", tt.slots)})
+			pl := gang.NewWithRegistry(h, r, time.Second)
+			state := framework.NewCycleState()
+			_, s := pl.PreFilter(t.Context(), state, a[3], nil)
+			if s.Code() != tt.wantExtra {
+				t.Fatalf("extra: PreFilter = %v, want %v", s, tt.wantExtra)
+			}
+			if s.IsSuccess() {
+				return
+			}
+			pl.PostFilter(t.Context(), state, a[3], nil)
+			for _, w := range h.waiting {
+				if w.state != "waiting" {
+					t.Fatalf("%s was %s: the extra's refusal touched b's group", w.pod.Name, w.state)
+				}
+			}
+			if s, _ := pl.Permit(t.Context(), nil, b[2], "n1"); !s.IsSuccess() {
+				t.Fatalf("b's last pod: Permit = %v", s)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for !h.wasActivated(a[3].Name) && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if !h.wasActivated(a[3].Name) {
+				t.Fatal("the extra was not woken when b's group was placed")
+			}
+		})
+	}
+}
