@@ -52,6 +52,17 @@ func (h *fakeHandle) wasActivated(name string) bool {
 	return h.activated[name]
 }
 
+// activatedSoon waits up to 5 s for the pod to be activated (the plugin
+// activates pods from a goroutine).
+func (h *fakeHandle) activatedSoon(name string) bool {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if h.wasActivated(name) {
+			return true
+		}
+	}
+	return false
+}
+
 func (h *fakeHandle) IterateOverWaitingPods(f func(fwk.WaitingPod)) {
 	for _, w := range h.waiting {
 		if w.state == "waiting" {
@@ -342,11 +353,7 @@ func TestAGroupWaitsForItsPodThatFoundNoNode(t *testing.T) {
 				if s, _ := pl.Permit(t.Context(), nil, pods[3], "n1"); !s.IsWait() {
 					t.Fatalf("Permit = %v, want Wait", s)
 				}
-				deadline := time.Now().Add(5 * time.Second)
-				for !h.wasActivated(pods[0].Name) && time.Now().Before(deadline) {
-					time.Sleep(10 * time.Millisecond)
-				}
-				if !h.wasActivated(pods[0].Name) || h.wasActivated(pods[3].Name) {
+				if !h.activatedSoon(pods[0].Name) || h.wasActivated(pods[3].Name) {
 					t.Fatalf("activated %v, want the siblings only", h.activated)
 				}
 			}
@@ -408,18 +415,7 @@ func TestYoungerJobDoesNotYieldToABlockedOlderJob(t *testing.T) {
 // straight back to the active queue, past backoff (about 15,000 scheduling
 // attempts a second on the local control plane).
 func TestAYieldingJobDoesNotWakeItself(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	older, younger := jobPods("old", 4, 4), jobPods("young", 3, 3)
-	for _, p := range older {
-		p.CreationTimestamp = metav1.NewTime(t0)
-	}
-	for _, p := range younger {
-		p.CreationTimestamp = metav1.NewTime(t0.Add(time.Second))
-	}
-	r := jobs.NewRegistry()
-	for _, p := range append(append([]*v1.Pod{}, older...), younger...) {
-		r.Observe(p)
-	}
+	older, younger, r := olderAndYounger("old", "young")
 	h := &fakeHandle{snapshot: schedcache.NewSnapshot(nil, []*v1.Node{node("n1", 4)})}
 	pl := gang.NewWithRegistry(h, r, time.Second)
 	state := framework.NewCycleState()
@@ -438,11 +434,7 @@ func TestAYieldingJobDoesNotWakeItself(t *testing.T) {
 	if s, _ := pl.Permit(t.Context(), nil, older[3], "n1"); !s.IsSuccess() {
 		t.Fatalf("Permit = %v", s)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !h.wasActivated(younger[1].Name) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !h.wasActivated(younger[1].Name) {
+	if !h.activatedSoon(younger[1].Name) {
 		t.Fatal("the younger job was not woken when the older job's group was placed")
 	}
 }
@@ -535,18 +527,7 @@ func TestAGatedJobSaysWhy(t *testing.T) {
 // is marked failed and the younger one, which now fits, must get another try
 // rather than wait for an unrelated event or the queue's 5-minute flush.
 func TestAYieldedJobIsWokenWhenTheOlderOneStopsHoldingRoom(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	older, younger := jobPods("a", 4, 4), jobPods("b", 3, 3)
-	for _, p := range older {
-		p.CreationTimestamp = metav1.NewTime(t0)
-	}
-	for _, p := range younger {
-		p.CreationTimestamp = metav1.NewTime(t0.Add(time.Second))
-	}
-	r := jobs.NewRegistry()
-	for _, p := range append(append([]*v1.Pod{}, older...), younger...) {
-		r.Observe(p)
-	}
+	older, younger, r := olderAndYounger("a", "b")
 	h := &fakeHandle{snapshot: schedcache.NewSnapshot(nil, []*v1.Node{node("n1", 6)})}
 	pl := gang.NewWithRegistry(h, r, 30*time.Second)
 	state := framework.NewCycleState()
@@ -560,11 +541,7 @@ func TestAYieldedJobIsWokenWhenTheOlderOneStopsHoldingRoom(t *testing.T) {
 		t.Fatal("a should not fit any more")
 	}
 	pl.PostFilter(t.Context(), state, older[0], nil)
-	deadline := time.Now().Add(5 * time.Second)
-	for !h.wasActivated(younger[0].Name) && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !h.wasActivated(younger[0].Name) {
+	if !h.activatedSoon(younger[0].Name) {
 		t.Fatal("b fits now but was never woken")
 	}
 	if _, s := pl.PreFilter(t.Context(), framework.NewCycleState(), younger[0], nil); !s.IsSuccess() {
@@ -623,13 +600,26 @@ func TestAnExtraLeavesTheRoomAGroupAtTheBarrierNeeds(t *testing.T) {
 			if s, _ := pl.Permit(t.Context(), nil, b[2], "n1"); !s.IsSuccess() {
 				t.Fatalf("b's last pod: Permit = %v", s)
 			}
-			deadline := time.Now().Add(5 * time.Second)
-			for !h.wasActivated(a[3].Name) && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
-			}
-			if !h.wasActivated(a[3].Name) {
+			if !h.activatedSoon(a[3].Name) {
 				t.Fatal("the extra was not woken when b's group was placed")
 			}
 		})
 	}
+}
+
+// olderAndYounger makes an older job of 4 pods (minimum group 4) and, a second
+// later, a younger one of 3 (minimum group 3), both observed.
+func olderAndYounger(old, young string) ([]*v1.Pod, []*v1.Pod, *jobs.Registry) {
+	t0 := time.Unix(1000, 0)
+	older, younger := jobPods(old, 4, 4), jobPods(young, 3, 3)
+	r := jobs.NewRegistry()
+	for _, p := range older {
+		p.CreationTimestamp = metav1.NewTime(t0)
+		r.Observe(p)
+	}
+	for _, p := range younger {
+		p.CreationTimestamp = metav1.NewTime(t0.Add(time.Second))
+		r.Observe(p)
+	}
+	return older, younger, r
 }
