@@ -195,7 +195,8 @@ def node_memory(memory: str) -> str:
     """A node's memory as Kubernetes reads it: a plain number is GiB, as in job files (to
     Kubernetes it would be bytes, and `--memory 8` made nodes that fit no pod)."""
     memory = memory.strip()
-    return f"{memory}Gi" if memory.replace(".", "", 1).isdigit() else memory
+    m = quantities.MEMORY.fullmatch(memory)
+    return f"{memory}Gi" if m and m.group(2) is None else memory
 
 
 @contextmanager

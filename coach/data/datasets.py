@@ -6,6 +6,7 @@ so shards are disjoint without any coordination between workers.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import os
@@ -172,11 +173,25 @@ def train_size(name: str, options: dict[str, Any]) -> int:
     against, and the job loop's epoch size (the workers load the arrays). A CIFAR-10 folder's
     batches are read and checked, so a broken or short folder is refused at submit."""
     if name == "cifar10":
-        root = _cifar_root(options)
-        n = sum(len(_cifar_batch(root / f)[1]) for f in CIFAR_FILES)
+        n = _cifar_count(_cifar_stamp(_cifar_root(options)))
     else:
         n = int({**SYNTHETIC_DEFAULTS, **options}["samples"]) if name == "synthetic" else SIZES[name]
     return n - _validation_size(n)
+
+
+def _cifar_stamp(root: Path) -> tuple[tuple[str, int, int], ...]:
+    """Each batch file's path, size and modification time: what the count depends on."""
+    try:
+        return tuple((str(root / f), st.st_size, st.st_mtime_ns) for f in CIFAR_FILES for st in [(root / f).stat()])
+    except OSError as e:
+        raise SpecError("dataset", "path", f"{root}: {e.strerror or e}; {CIFAR_HELP}") from None
+
+
+@functools.lru_cache(maxsize=8)
+def _cifar_count(stamp: tuple[tuple[str, int, int], ...]) -> int:
+    """Images in the batches, read once per process while the files stay the same: `coach
+    submit` counts a folder to check the job file, and each job's loop asks again."""
+    return sum(len(_cifar_batch(Path(path))[1]) for path, _, _ in stamp)
 
 
 _LOADED: dict[str, Dataset] = {}

@@ -129,8 +129,7 @@ class FunctionRuntime:
         # charged from when the replica could serve: its start-up (importing MXNet) is not the
         # event's, as on Nuclio, where a replica takes events once its handler has loaded;
         # charging it when an event happened to wait for it cost one of two identical jobs 4× more
-        ready_at = self._server.ready_at
-        body["function_s"] = time.monotonic() - max(t0, ready_at if ready_at is not None else t0)
+        body["function_s"] = time.monotonic() - max(t0, self._server.ready_at or t0)
         if status != 200:
             context.logger.warn(f"{task.job_id} epoch {task.epoch} {task.role}: {body.get('error')}")
         return status, body

@@ -164,6 +164,13 @@ func (p *Plugin) activate(logger klog.Logger, list []*v1.Pod, skip *v1.Pod) {
 	}
 }
 
+// yield records that job's pods wait for others: wakeYielded activates them.
+func (p *Plugin) yield(job jobs.Key) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.yielded[job] = struct{}{}
+}
+
 // wakeYielded activates the jobs that yielded to an older one, or whose pods
 // waited for their group to be placed, except the job named (a job that just
 // yielded would wake itself, and spin through thousands of cycles a second).
@@ -251,23 +258,13 @@ func (p *Plugin) preFilter(ctx context.Context, m jobs.Member, pod *v1.Pod) (*fw
 	if !core.Needed(v, waiting[m.Job], m.Role) {
 		// e.g. the third worker of a group of 3 that has no scheduler yet: at
 		// the barrier it would hold the node the scheduler needs
-		p.mu.Lock()
-		p.yielded[m.Job] = struct{}{} // woken when the group is placed or fails
-		p.mu.Unlock()
+		p.yield(m.Job) // woken when the group is placed or fails
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
 			"job %s: its minimum group waits for a pod of each role (%v missing); this %s pod joins after",
 			m.Job, core.Missing(v, waiting[m.Job]), m.Role)), true
 	}
 	demand := core.Outstanding(v, waiting[m.Job])
-	var inFlight [][]jobs.Request
-	for job, roles := range waiting {
-		if job == m.Job {
-			continue
-		}
-		if ov, ok := p.registry.View(job); ok {
-			inFlight = append(inFlight, core.Outstanding(ov, roles))
-		}
-	}
+	inFlight := p.inFlight(m.Job, waiting)
 	free, err := p.freeCapacity()
 	if err != nil {
 		return nil, fwk.AsStatus(err), false
@@ -290,9 +287,7 @@ func (p *Plugin) preFilter(ctx context.Context, m jobs.Member, pod *v1.Pod) (*fw
 	}
 	if len(reserved) > len(inFlight) && !core.SurelyFits(free, reserved, demand) &&
 		!core.GroupFits(free, reserved, demand) {
-		p.mu.Lock()
-		p.yielded[m.Job] = struct{}{}
-		p.mu.Unlock()
+		p.yield(m.Job)
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
 			"job %s yields to older jobs whose minimum groups need the free room", m.Job)), false
 	}
@@ -305,14 +300,7 @@ func (p *Plugin) preFilter(ctx context.Context, m jobs.Member, pod *v1.Pod) (*fw
 // and the group is released. The extra is woken when that group is placed or
 // released.
 func (p *Plugin) extraLeavesRoom(job jobs.Key, pod *v1.Pod, waiting map[jobs.Key]map[jobs.Role]int) *fwk.Status {
-	var inFlight [][]jobs.Request
-	for other, roles := range waiting {
-		if ov, ok := p.registry.View(other); ok && other != job {
-			if d := core.Outstanding(ov, roles); len(d) > 0 {
-				inFlight = append(inFlight, d)
-			}
-		}
-	}
+	inFlight := p.inFlight(job, waiting)
 	if len(inFlight) == 0 {
 		return nil
 	}
@@ -324,11 +312,23 @@ func (p *Plugin) extraLeavesRoom(job jobs.Key, pod *v1.Pod, waiting map[jobs.Key
 	if core.SurelyFits(free, inFlight, demand) || core.GroupFits(free, inFlight, demand) {
 		return nil
 	}
-	p.mu.Lock()
-	p.yielded[job] = struct{}{}
-	p.mu.Unlock()
+	p.yield(job)
 	return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
 		"job %s: an extra pod waits while another job's minimum group at the barrier needs the room", job))
+}
+
+// inFlight is what the other jobs' groups at the barrier still need, one
+// demand per group that needs more.
+func (p *Plugin) inFlight(job jobs.Key, waiting map[jobs.Key]map[jobs.Role]int) [][]jobs.Request {
+	var out [][]jobs.Request
+	for other, roles := range waiting {
+		if ov, ok := p.registry.View(other); ok && other != job {
+			if d := core.Outstanding(ov, roles); len(d) > 0 {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
 }
 
 // PreFilterExtensions is not needed: the check is per job, not per node.
@@ -355,8 +355,7 @@ func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.P
 	if !byPreFilter {
 		p.block(m.Job, pod)
 	}
-	newly := !p.recentlyFailed(m.Job) // from now on it holds no room for younger jobs
-	p.markFailed(m.Job)
+	newly := p.markFailed(m.Job) // if so, from now on it holds no room for younger jobs
 	if p.release(ctx, m.Job, "a pod of the group found no node") > 0 || !byPreFilter || newly {
 		p.wakeYielded(klog.FromContext(ctx), m.Job)
 	}
@@ -496,7 +495,9 @@ func (p *Plugin) unblock(job jobs.Key, pod *v1.Pod) bool {
 	return true
 }
 
-func (p *Plugin) markFailed(job jobs.Key) {
+// markFailed records that job's group failed now; true if it had not failed
+// within the timeout.
+func (p *Plugin) markFailed(job jobs.Key) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := time.Now()
@@ -505,7 +506,9 @@ func (p *Plugin) markFailed(job jobs.Key) {
 			delete(p.failed, k)
 		}
 	}
+	_, before := p.failed[job]
 	p.failed[job] = now
+	return !before
 }
 
 func (p *Plugin) recentlyFailed(job jobs.Key) bool {

@@ -141,8 +141,8 @@ func live(pod *v1.Pod) bool {
 // jobs back for good); terminating or finished pods, and pods that stopped
 // being members, are forgotten.
 func (r *Registry) Observe(pod *v1.Pod) {
-	m, ok := MemberOf(pod)
-	if !ok || pod.Spec.SchedulerName != SchedulerName {
+	m, ok := ours(pod)
+	if !ok {
 		r.Forget(pod) // if its labels changed; other pods cost a read lock
 		return
 	}
@@ -187,7 +187,7 @@ func (r *Registry) Observe(pod *v1.Pod) {
 // and, if it was a Coach pod of this scheduler, remembers it, so that a stale
 // copy does not bring it back. Other pods cost a read lock.
 func (r *Registry) Delete(pod *v1.Pod) {
-	if _, ok := MemberOf(pod); (!ok || pod.Spec.SchedulerName != SchedulerName) && !r.tracked(pod) {
+	if _, ok := ours(pod); !ok && !r.tracked(pod) {
 		return
 	}
 	r.mu.Lock()
@@ -218,6 +218,12 @@ func (r *Registry) Forget(pod *v1.Pod) {
 	if key, ok := r.byUID[pod.UID]; ok {
 		r.forgetLocked(key, pod.UID)
 	}
+}
+
+// ours is MemberOf for the pods this scheduler places.
+func ours(pod *v1.Pod) (Member, bool) {
+	m, ok := MemberOf(pod)
+	return m, ok && pod.Spec.SchedulerName == SchedulerName
 }
 
 func (r *Registry) tracked(pod *v1.Pod) bool {

@@ -51,10 +51,7 @@ func (f *Free) take(r jobs.Request) bool {
 // smallest ones of its unplaced pods (an optimistic guess: the check must
 // never refuse a group that would fit).
 func Outstanding(v jobs.JobView, waiting map[jobs.Role]int) []jobs.Request {
-	need := v.MinGroup - v.Placed()
-	for _, n := range waiting {
-		need -= n
-	}
+	need := room(v, waiting)
 	var out []jobs.Request
 	taken := make([]bool, len(v.Unplaced))
 	for _, r := range Missing(v, waiting) {
@@ -102,11 +99,17 @@ func Needed(v jobs.JobView, waiting map[jobs.Role]int, role jobs.Role) bool {
 			return true
 		}
 	}
-	room := v.MinGroup - v.Placed()
-	for _, n := range waiting {
-		room -= n
+	return room(v, waiting) > len(missing)
+}
+
+// room is how many more pods the minimum group takes beside its placed and
+// waiting ones.
+func room(v jobs.JobView, waiting map[jobs.Role]int) int {
+	n := v.MinGroup - v.Placed()
+	for _, w := range waiting {
+		n -= w
 	}
-	return room > len(missing)
+	return n
 }
 
 // GroupFits reports whether demand can be packed into the free capacity after
