@@ -44,3 +44,18 @@ def test_a_job_short_of_its_minimum_group_says_why(workload: Workload) -> None:
     last = f"job {NAMESPACE}/short has 3 of the 5 pods of its minimum group"
     wait_for(lambda: last in notes(), 30, f"a WaitingForGang event saying {last!r} (now {notes()})")
     assert not workload.bound()
+
+
+def test_a_group_whose_workers_all_found_no_node_holds_no_room(workload: Workload) -> None:
+    # either worker of a group of 3 could be spared, so neither blocked the group alone: its
+    # scheduler and server kept coming back to the barrier and held 2 of the 4 CPUs for
+    # 30-second rounds, and a younger job that fits the node waited for them
+    workload.reset(nodes=1, cpu="4", memory="8Gi")
+    stuck = workload.job_pods("stuck", 4, 3, "coach-gang")
+    for pod in stuck[2:]:
+        pod["spec"]["nodeSelector"] = {"no-such": "label"}
+    workload.submit(stuck[2:] + stuck[:2])   # the workers exist before either is tried
+    workload.settle(quiet_s=3)
+    workload.submit(workload.job_pods("fits", 3, 3, "coach-gang"))
+    wait_for(lambda: workload.bound() == {"fits": 3}, 15,
+             f"the younger job to bind well within the 30 s barrier timeout (now {workload.bound()})")

@@ -7,6 +7,7 @@ package gang
 import (
 	"context"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -49,13 +50,15 @@ type Plugin struct {
 	// yielded holds jobs whose pods yielded to an older job; they are
 	// activated when that job's group starts or fails.
 	yielded map[jobs.Key]struct{}
-	// blocked holds, per job whose minimum group is not placed, the pod that
-	// found no node in the filters. Its siblings stay out of the barrier until
-	// it passes them: otherwise the queue (which requeues that pod only on
-	// events that may help it) sends the siblings back within milliseconds,
-	// they hold the room at the barrier for the whole timeout, and a younger
-	// job that would fit never gets it (kubernetes-sigs/scheduler-plugins#713).
-	blocked map[jobs.Key]types.UID
+	// blocked holds, per job whose minimum group is not placed, the pods that
+	// found no node in the filters, with their roles. While the group cannot
+	// be made without them (core.Completable), their siblings stay out of the
+	// barrier until enough of them pass the filters: otherwise the queue
+	// (which requeues those pods only on events that may help them) sends the
+	// siblings back within milliseconds, they hold the room at the barrier
+	// for the whole timeout, and a younger job that would fit never gets it
+	// (kubernetes-sigs/scheduler-plugins#713).
+	blocked map[jobs.Key]map[types.UID]jobs.Role
 }
 
 // refusedKey marks in the cycle state that PreFilter itself refused the pod,
@@ -92,7 +95,7 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 // NewWithRegistry builds the plugin on a given handle and registry (tests).
 func NewWithRegistry(h fwk.Handle, r *jobs.Registry, timeout time.Duration) *Plugin {
 	return &Plugin{handle: h, registry: r, timeout: timeout, failed: map[jobs.Key]time.Time{},
-		yielded: map[jobs.Key]struct{}{}, blocked: map[jobs.Key]types.UID{}}
+		yielded: map[jobs.Key]struct{}{}, blocked: map[jobs.Key]map[types.UID]jobs.Role{}}
 }
 
 func decodeArgs(obj runtime.Object) (Args, error) {
@@ -437,14 +440,13 @@ func (p *Plugin) release(ctx context.Context, job jobs.Key, why string) int {
 	return n
 }
 
-// block keeps the siblings of pod, which found no node, out of the barrier
-// while the job's minimum group is not placed and cannot be completed without
-// pod (an extra worker that found no node holds nothing back). Entries of
-// jobs that are gone are dropped here, so the map stays small.
+// block records that pod, of a job whose minimum group is not placed, found
+// no node. Entries of jobs that are gone are dropped here, so the map stays
+// small.
 func (p *Plugin) block(job jobs.Key, pod *v1.Pod) {
 	v, ok := p.registry.View(job)
 	m, _ := jobs.MemberOf(pod)
-	if !ok || v.Placed() >= v.MinGroup || (v.Placed()+len(v.Unplaced)-1 >= v.MinGroup && v.Roles[m.Role] > 1) {
+	if !ok || v.Placed() >= v.MinGroup {
 		return
 	}
 	p.mu.Lock()
@@ -454,45 +456,66 @@ func (p *Plugin) block(job jobs.Key, pod *v1.Pod) {
 			delete(p.blocked, k)
 		}
 	}
-	p.blocked[job] = pod.UID
+	if p.blocked[job] == nil {
+		p.blocked[job] = map[types.UID]jobs.Role{}
+	}
+	p.blocked[job][pod.UID] = m.Role
 }
 
-// blockedBy names the pod that keeps pod's group out of the barrier, or ""
-// (pod itself, or a blocking pod that is no longer pending, clears the block).
+// blockedBy names a pod that keeps pod's group out of the barrier, or "":
+// pod itself may always try again, and the group waits only while it cannot
+// be made without the pods that found no node (an extra worker that found
+// no node holds nothing back).
 func (p *Plugin) blockedBy(job jobs.Key, pod *v1.Pod) string {
 	p.mu.Lock()
-	uid, ok := p.blocked[job]
+	_, own := p.blocked[job][pod.UID]
 	p.mu.Unlock()
-	if !ok || uid == pod.UID {
+	if own {
 		return ""
 	}
+	return p.blocker(job)
+}
+
+// blocker names a pod without which job's minimum group cannot be made, or
+// "". Pods that are bound or gone are forgotten here.
+func (p *Plugin) blocker(job jobs.Key) string {
+	pending := map[types.UID]string{}
 	for _, q := range p.registry.Unbound(job) {
-		if q.UID == uid {
-			return q.Name
+		pending[q.UID] = q.Name
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	without := map[jobs.Role]int{}
+	var names []string
+	for uid, role := range p.blocked[job] {
+		if name, ok := pending[uid]; ok {
+			without[role]++
+			names = append(names, name)
+		} else {
+			delete(p.blocked[job], uid)
 		}
 	}
-	p.unblock(job, nil)
-	return ""
+	if len(p.blocked[job]) == 0 {
+		delete(p.blocked, job)
+		return ""
+	}
+	if v, ok := p.registry.View(job); !ok || core.Completable(v, without) {
+		return ""
+	}
+	sort.Strings(names)
+	return names[0]
 }
 
-func (p *Plugin) isBlocked(job jobs.Key) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	_, ok := p.blocked[job]
-	return ok
-}
+func (p *Plugin) isBlocked(job jobs.Key) bool { return p.blocker(job) != "" }
 
-// unblock clears job's block if pod is its blocking pod (any pod if nil);
-// true if it did.
+// unblock forgets pod, which passed the filters; true if that lets its
+// group be made again.
 func (p *Plugin) unblock(job jobs.Key, pod *v1.Pod) bool {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	uid, ok := p.blocked[job]
-	if !ok || (pod != nil && uid != pod.UID) {
-		return false
-	}
-	delete(p.blocked, job)
-	return true
+	_, ok := p.blocked[job][pod.UID]
+	delete(p.blocked[job], pod.UID)
+	p.mu.Unlock()
+	return ok && p.blocker(job) == ""
 }
 
 // markFailed records that job's group failed now; true if it had not failed

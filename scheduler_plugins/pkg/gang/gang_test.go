@@ -386,6 +386,49 @@ func TestAnExtraPodThatFoundNoNodeBlocksNothing(t *testing.T) {
 	}
 }
 
+// Pods that found no node block their group together: two workers of a
+// group of 3 may each be spared, but not both (the scheduler and server would
+// otherwise hold their nodes at the barrier for timeout after timeout).
+func TestPodsThatFoundNoNodeBlockTogether(t *testing.T) {
+	tests := []struct {
+		name   string
+		failed []int // pods that found no node, in order
+		passes int   // then this pod passes the filters (-1: none)
+		want   fwk.Code
+	}{
+		{name: "one of two workers", failed: []int{2}, passes: -1, want: fwk.Success},
+		{name: "both workers", failed: []int{2, 3}, passes: -1, want: fwk.Unschedulable},
+		{name: "both, then one passes the filters", failed: []int{2, 3}, passes: 3, want: fwk.Success},
+		{name: "the scheduler", failed: []int{0}, passes: -1, want: fwk.Unschedulable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := jobs.NewRegistry()
+			pods := jobPods("a", 4, 3) // scheduler, server, two workers; group of 3
+			for i, p := range pods {
+				p.UID = types.UID(fmt.Sprintf("uid-%d", i))
+				r.Observe(p)
+			}
+			h := &fakeHandle{snapshot: schedcache.NewSnapshot(nil, []*v1.Node{node("n1", 8)})}
+			pl := gang.NewWithRegistry(h, r, time.Second)
+			for _, i := range tt.failed {
+				pl.PostFilter(t.Context(), framework.NewCycleState(), pods[i], nil)
+			}
+			if tt.passes >= 0 {
+				if s, _ := pl.Permit(t.Context(), nil, pods[tt.passes], "n1"); !s.IsWait() {
+					t.Fatalf("Permit = %v, want Wait", s)
+				}
+				if !h.activatedSoon(pods[1].Name) {
+					t.Fatalf("activated %v, want the siblings", h.activated)
+				}
+			}
+			if _, s := pl.PreFilter(t.Context(), framework.NewCycleState(), pods[1], nil); s.Code() != tt.want {
+				t.Fatalf("PreFilter of the server = %v, want %v", s, tt.want)
+			}
+		})
+	}
+}
+
 // A blocked older job cannot start, so a younger job that fits does not yield
 // to it, also once the older job's failure is older than the permit timeout
 // (its blocked siblings are refused in PreFilter, so nothing renews it).

@@ -102,6 +102,26 @@ func Needed(v jobs.JobView, waiting map[jobs.Role]int, role jobs.Role) bool {
 	return room(v, waiting) > len(missing)
 }
 
+// Completable says whether the job's minimum group can still be made of its
+// placed pods and its unplaced ones other than those counted in without (by
+// role: pods the filters found no node for). Two workers of a group that
+// needs one may both fail; only then does the group wait for them.
+func Completable(v jobs.JobView, without map[jobs.Role]int) bool {
+	left := map[jobs.Role]int{}
+	for _, p := range v.Unplaced {
+		left[p.Role]++
+	}
+	total := v.Placed()
+	for _, r := range jobs.AllRoles {
+		n := max(0, left[r]-without[r])
+		if v.PlacedRoles[r]+n == 0 {
+			return false
+		}
+		total += n
+	}
+	return total >= v.MinGroup
+}
+
 // room is how many more pods the minimum group takes beside its placed and
 // waiting ones.
 func room(v jobs.JobView, waiting map[jobs.Role]int) int {

@@ -135,6 +135,41 @@ func TestNeeded(t *testing.T) {
 	}
 }
 
+func TestCompletable(t *testing.T) {
+	pending := func(roles ...jobs.Role) []jobs.Pending {
+		var out []jobs.Pending
+		for _, r := range roles {
+			out = append(out, jobs.Pending{Role: r})
+		}
+		return out
+	}
+	s, ps, w := jobs.RoleScheduler, jobs.RoleServer, jobs.RoleWorker
+	tests := []struct {
+		name     string
+		v        jobs.JobView
+		placed   map[jobs.Role]int
+		minGroup int
+		without  map[jobs.Role]int
+		want     bool
+	}{
+		{"nothing failed", view(all(2), 3, 0, 0, pending(s, ps, w, w)...), nil, 3, nil, true},
+		{"one of two workers failed", view(all(2), 3, 0, 0, pending(s, ps, w, w)...), nil, 3, map[jobs.Role]int{w: 1}, true},
+		{"both workers failed: no worker left", view(all(2), 3, 0, 0, pending(s, ps, w, w)...), nil, 3, map[jobs.Role]int{w: 2}, false},
+		{"the only scheduler failed", view(all(2), 3, 0, 0, pending(s, ps, w, w)...), nil, 3, map[jobs.Role]int{s: 1}, false},
+		{"a worker failed, the group needs all four", view(all(2), 4, 0, 0, pending(s, ps, w, w)...), nil, 4, map[jobs.Role]int{w: 1}, false},
+		{"both workers failed, one worker is placed", view(all(3), 3, 1, 0, pending(s, ps, w, w)...), map[jobs.Role]int{w: 1}, 3, map[jobs.Role]int{w: 2}, true},
+		{"more failures counted than pods pending", view(all(1), 3, 0, 0, pending(s, ps, w)...), nil, 3, map[jobs.Role]int{w: 3}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.v.PlacedRoles = tt.placed
+			if got := core.Completable(tt.v, tt.without); got != tt.want {
+				t.Fatalf("Completable = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestPermit(t *testing.T) {
 	tests := []struct {
 		name                      string
