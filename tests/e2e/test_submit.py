@@ -215,13 +215,17 @@ BROKEN_NETS = {
     # a worker that exits looked like one that finished: the epoch waited for it until its deadline
     "exits": ("import sys\n\ndef build(num_classes):\n    sys.exit(3)\n",
               " line 4 called sys.exit(3) in a worker"),
+    # held each of the epoch's 4 attempts until its 900 s deadline; the limit is lowered here
+    "hangs": ("import time\n\ndef build(num_classes):\n    time.sleep(3600)\n",
+              ": build(10) did not finish within 5 s (it was at line 4)"),
 }
 
 
 @pytest.mark.parametrize("case", list(BROKEN_NETS))
-def test_a_model_file_that_cannot_build_fails_once_naming_the_file(case: str, tmp_path: Path,
-                                                                   coach_home: Path) -> None:
+def test_a_model_file_that_cannot_build_fails_once_naming_the_file(case: str, tmp_path: Path, coach_home: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     source, problem = BROKEN_NETS[case]
+    monkeypatch.setenv("COACH_USER_CODE_LIMIT_S", "5")   # reaches the worker through the backend's environment
     (tmp_path / "net.py").write_text(source)
     job = write_job(tmp_path / "bad.yaml", name="badnet", **dict(FAST_JOB, model="net.py", allocation="static",
                                                                  workers=1, servers=1))
