@@ -18,9 +18,9 @@ import traceback
 import types
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
-from coach.errors import UserCodeError
+from coach.errors import SpecError, UserCodeError
 
 BUILTIN_MODELS = ("lenet", "mlp", "resnet18")
 USER_CODE_LIMIT_ENV = "COACH_USER_CODE_LIMIT_S"
@@ -32,9 +32,9 @@ class _TimeUp(BaseException):
     `except Exception` does not swallow it."""
 
 
-def user_code_limit() -> float:
+def user_code_limit(env: Mapping[str, str] = os.environ) -> float:
     """Seconds that loading a model file, its build() and its first forward pass may each take."""
-    raw = os.environ.get(USER_CODE_LIMIT_ENV, "")
+    raw = env.get(USER_CODE_LIMIT_ENV, "")
     if not raw:
         return DEFAULT_USER_CODE_LIMIT_S
     try:
@@ -42,7 +42,7 @@ def user_code_limit() -> float:
     except ValueError:
         value = float("nan")
     if not 0 < value < float("inf"):
-        raise ValueError(f"{USER_CODE_LIMIT_ENV}: must be a number of seconds > 0, got {raw!r}")
+        raise SpecError("environment", USER_CODE_LIMIT_ENV, f"must be a number of seconds > 0, got {raw!r}")
     return value
 
 

@@ -301,3 +301,12 @@ def test_a_resubmitted_model_asks_its_earlier_runs(tmp_path: Path, coach_home: P
     from coach.state.store import Store
 
     assert Store().job(first).earlier_job == NONE_FOUND
+
+
+def test_a_bad_user_code_limit_is_refused_before_anything_is_recorded(tmp_path: Path, coach_home: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COACH_USER_CODE_LIMIT_S", "soon")
+    proc = run_coach("submit", str(write_job(tmp_path / "j.yaml", name="j", **FAST_JOB)))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "environment: COACH_USER_CODE_LIMIT_S: must be a number of seconds > 0, got 'soon'" in proc.stderr
+    assert run_coach("status", "--json", check=True).stdout.strip() == "[]"

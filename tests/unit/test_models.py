@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from coach.errors import UserCodeError
+from coach.errors import SpecError, UserCodeError
 from coach.models.zoo import USER_CODE_LIMIT_ENV, build_model, user_code_limit
 
 
@@ -62,5 +62,6 @@ def test_a_model_that_builds_in_time_leaves_no_timer_behind(tmp_path: Path, monk
 @pytest.mark.parametrize("raw", ["abc", "0", "-5", "inf", "nan"])
 def test_a_bad_user_code_limit_is_named(raw: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(USER_CODE_LIMIT_ENV, raw)
-    with pytest.raises(ValueError, match=f"^{USER_CODE_LIMIT_ENV}: must be a number of seconds > 0, got '{raw}'$"):
+    with pytest.raises(SpecError, match=f"^environment: {USER_CODE_LIMIT_ENV}: must be a number of seconds > 0, "
+                                        f"got '{raw}'$"):
         user_code_limit()

@@ -22,7 +22,8 @@ import httpx
 import yaml
 
 from coach.backends.base import Capacity, Invocation
-from coach.errors import BackendError
+from coach.errors import BackendError, SpecError
+from coach.models.zoo import USER_CODE_LIMIT_ENV, user_code_limit
 from coach.roles.protocol import ROLES
 from coach.roles.runner import PARENT_ENV
 
@@ -66,6 +67,14 @@ class LocalBackend:
                                    "to the repository's functions/ folder")
         self.log_dir = log_dir
         self._env_cache: dict[str, dict[str, str]] = {}
+        worker_env = self._function_env("worker")
+        try:   # read by every worker: a bad value would fail each epoch's attempts
+            user_code_limit(dict(os.environ, **worker_env))
+        except SpecError as e:
+            if USER_CODE_LIMIT_ENV not in worker_env:
+                raise
+            raise SpecError(str(self.functions_dir / "worker" / "function.yaml"), f"spec.env {USER_CODE_LIMIT_ENV}",
+                            e.problem) from None
         self._closed = False
         self._jobs: dict[str, _Job] = {}
         self._lock = threading.Lock()
