@@ -30,6 +30,7 @@ import yaml
 from coach import quantities
 from coach.cluster.errors import BinaryMissing, ClusterError
 from coach.errors import SpecError
+from coach.identity import process_identity
 from coach.cluster.kube import Kube, apply_manifest, write_kubeconfig
 from coach.cluster.nodes import NODE_LABEL, set_nodes
 
@@ -68,6 +69,7 @@ class Process:
     pid: int
     binary: str
     mtime: float = 0.0   # of the binary when started: a rebuilt binary means a restart
+    identity: str = ""   # boot, pid and start time (coach.identity): a reused pid is not ours
 
 
 @dataclass
@@ -112,8 +114,11 @@ class ClusterStatus:
 
 
 def _alive(p: Process) -> bool:
-    """True if pid runs the binary we started (a reused pid is not ours). The kernel names
+    """True if pid is the process we started: the same start (a pid reused by another run of
+    the same binary, after a restart, is not ours) and the binary we started. The kernel names
     the binary by its real path: a binary folder reached through a symlink is still ours."""
+    if p.identity and process_identity(p.pid) != p.identity:
+        return False
     try:
         exe = os.readlink(f"/proc/{p.pid}/exe")
     except OSError:
@@ -148,7 +153,8 @@ def _start(directory: Path, name: str, args: list[str]) -> Process:
     proc = subprocess.Popen([str(binary), *args], stdout=log, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True, cwd=directory)
     log.close()
-    return Process(name=name, pid=proc.pid, binary=str(binary), mtime=binary.stat().st_mtime)
+    return Process(name=name, pid=proc.pid, binary=str(binary), mtime=binary.stat().st_mtime,
+                   identity=process_identity(proc.pid) or "")
 
 
 def _wait(what: str, check, timeout: float, procs: list[Process], directory: Path) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from coach.errors import StateError
+from coach.identity import process_identity
 from coach.state.records import FINAL_STATUSES, EpochRecord, JobRecord, Lease, SharedDemand
 
 SCHEMA = """
@@ -394,32 +395,6 @@ class Store:
         except StateError:
             return False
         return True
-
-
-def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
-_BOOT_ID = _boot_id()
-
-
-def process_identity(pid: int) -> str | None:
-    """'boot:pid:start' of a running process, None if it is not running (or a zombie).
-
-    A pid alone is reused once its process ends and after a reboot; with the boot id and
-    the process's start time (field 22 of /proc/PID/stat) a lease cannot outlive its process.
-    """
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2:].split()   # after the command name, which may hold spaces
-    if fields[0] in ("Z", "X"):
-        return None
-    return f"{_BOOT_ID}:{pid}:{fields[19]}"
 
 
 def own_identity() -> str | None:

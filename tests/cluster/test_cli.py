@@ -153,3 +153,36 @@ def test_relative_state_and_binary_folders_are_read_from_the_callers_folder(tmp_
     finally:
         down = run("down", env=env, cwd=tmp_path)
     assert down.returncode == 0 and "coach-scheduler" in down.stdout, down.stdout + down.stderr
+
+
+@pytest.mark.parametrize("same_start", [False, True])
+def test_down_stops_only_the_process_it_started_not_a_reused_pid(tmp_path: Path, same_start: bool) -> None:
+    # after a restart, a pid of the process table may run the same binary again, started by
+    # someone else: the binary matched, so `down` killed it. Here `sleep` stands in for that
+    # binary, recorded once with its own start time and once with another.
+    from coach.identity import process_identity
+
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        identity = process_identity(sleeper.pid)
+        assert identity is not None
+        if not same_start:
+            boot, pid, start = identity.split(":")
+            identity = f"{boot}:{pid}:{int(start) + 1}"
+        binary = os.path.realpath(f"/proc/{sleeper.pid}/exe")
+        state = {"nodes": 1, "cpu": "4", "memory": "8Gi", "apiserver_port": 1, "etcd_port": 2,
+                 "kubeconfig": str(tmp_path / "kubeconfig"),
+                 "processes": [{"name": "etcd", "pid": sleeper.pid, "binary": binary,
+                                "mtime": os.stat(binary).st_mtime, "identity": identity}]}
+        (tmp_path / "state.json").write_text(json.dumps(state))
+        down = run("down", env={"COACH_CLUSTER_DIR": str(tmp_path)})
+        assert down.returncode == 0, down.stderr
+        if same_start:
+            assert down.stdout.strip() == "stopped: etcd"
+            assert sleeper.wait(timeout=10) is not None
+        else:
+            assert down.stdout.strip() == "nothing was running"
+            assert sleeper.poll() is None, "a process that only reuses the pid was killed"
+    finally:
+        sleeper.kill()
+        sleeper.wait()

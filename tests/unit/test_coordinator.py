@@ -17,7 +17,8 @@ from coach.backends.base import Capacity
 from coach.job.coordinator import Coordinator
 from coach.plan import JobDemand, plan
 from coach.spec import DEFAULT_RESOURCES
-from coach.state.store import Store, process_identity
+from coach.identity import process_identity
+from coach.state.store import Store
 from tests.conftest import ROOT
 from tests.unit.lease_process import SHARED_CAPACITY, scaling_demand
 
