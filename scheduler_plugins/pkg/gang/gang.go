@@ -47,7 +47,7 @@ type Plugin struct {
 	// capacity (no node passed the filters, or the barrier timed out); such a
 	// job does not make younger jobs yield until the entry expires.
 	failed map[jobs.Key]time.Time
-	// yielded holds jobs whose pods yielded to an older job; they are
+	// yielded holds jobs whose pods yielded to a job ahead of them; they are
 	// activated when that job's group starts or fails.
 	yielded map[jobs.Key]struct{}
 	// blocked holds, per job whose minimum group is not placed, the pods that
@@ -174,7 +174,7 @@ func (p *Plugin) yield(job jobs.Key) {
 	p.yielded[job] = struct{}{}
 }
 
-// wakeYielded activates the jobs that yielded to an older one, or whose pods
+// wakeYielded activates the jobs that yielded to one ahead of them, or whose pods
 // waited for their group to be placed, except the job named (a job that just
 // yielded would wake itself, and spin through thousands of cycles a second).
 func (p *Plugin) wakeYielded(logger klog.Logger, except jobs.Key) {
@@ -277,22 +277,23 @@ func (p *Plugin) preFilter(ctx context.Context, m jobs.Member, pod *v1.Pod) (*fw
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
 			"job %s: %d more pods of its minimum group of %d do not fit the free capacity", m.Job, len(demand), v.MinGroup)), false
 	}
-	// FIFO across the queue: pods leave backoff in any order, so the room
-	// that older jobs' minimum groups need (those that fit, oldest first) is
-	// set aside like an in-flight group's; a younger job that would take it
-	// yields. When everything fits, nobody yields.
+	// The queue's order across backoff: pods leave backoff in any order, so
+	// the room that the minimum groups of jobs ahead in the queue need (of a
+	// higher priority, or older; those that fit, first first) is set aside
+	// like an in-flight group's; a job behind them that would take it yields.
+	// When everything fits, nobody yields.
 	reserved := inFlight
-	for _, older := range p.registry.OlderUnplaced(m.Job) {
-		if ok, _ := core.Admit(older); !ok || len(waiting[older.Key]) > 0 || p.recentlyFailed(older.Key) || p.isBlocked(older.Key) {
-			continue // cannot start now: it does not hold younger jobs back
+	for _, before := range p.registry.AheadUnplaced(m.Job) {
+		if ok, _ := core.Admit(before); !ok || len(waiting[before.Key]) > 0 || p.recentlyFailed(before.Key) || p.isBlocked(before.Key) {
+			continue // cannot start now: it does not hold the jobs behind it back
 		}
-		reserved = append(reserved, core.Outstanding(older, nil))
+		reserved = append(reserved, core.Outstanding(before, nil))
 	}
 	if len(reserved) > len(inFlight) && !core.SurelyFits(free, reserved, demand) &&
 		!core.GroupFits(free, reserved, demand) {
 		p.yield(m.Job)
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
-			"job %s yields to older jobs whose minimum groups need the free room", m.Job)), false
+			"job %s yields to jobs ahead of it in the queue (older, or of higher priority) whose minimum groups need the free room", m.Job)), false
 	}
 	return nil, nil, false
 }

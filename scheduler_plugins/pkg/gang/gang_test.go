@@ -275,33 +275,43 @@ func TestArgs(t *testing.T) {
 	}
 }
 
-func TestYoungerJobYieldsToOlderThatFits(t *testing.T) {
+// A job yields to the jobs ahead of it in the queue: older ones of its
+// priority, and any of a higher priority (as the queue sort orders pods).
+func TestAJobYieldsToJobsAheadOfItThatFit(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	older, younger := jobPods("old", 4, 4), jobPods("young", 2+1, 3)
-	for _, p := range older {
-		p.CreationTimestamp = metav1.NewTime(t0)
-	}
-	for _, p := range younger {
-		p.CreationTimestamp = metav1.NewTime(t0.Add(time.Second))
-	}
 	tests := []struct {
-		name  string
-		slots int64
-		pod   *v1.Pod
-		want  fwk.Code
+		name                   string
+		slots                  int64
+		olderPrio, youngerPrio int32
+		younger                bool // PreFilter the younger job's pod, else the older's
+		want                   fwk.Code
 	}{
-		{"older goes", 4, older[0], fwk.Success},
-		{"younger yields while the older fits", 4, younger[0], fwk.Unschedulable},
-		{"younger backfills when the older cannot fit", 3, younger[0], fwk.Success},
+		{"older goes", 4, 0, 0, false, fwk.Success},
+		{"younger yields while the older fits", 4, 0, 0, true, fwk.Unschedulable},
+		{"younger backfills when the older cannot fit", 3, 0, 0, true, fwk.Success},
+		{"a younger job of higher priority does not yield", 4, 0, 1000, true, fwk.Success},
+		{"an older job of lower priority yields to it", 4, 0, 1000, false, fwk.Unschedulable},
+		{"a younger job of lower priority yields", 4, 1000, 0, true, fwk.Unschedulable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			older, younger := jobPods("old", 4, 4), jobPods("young", 2+1, 3)
+			for _, p := range older {
+				p.CreationTimestamp, p.Spec.Priority = metav1.NewTime(t0), &tt.olderPrio
+			}
+			for _, p := range younger {
+				p.CreationTimestamp, p.Spec.Priority = metav1.NewTime(t0.Add(time.Second)), &tt.youngerPrio
+			}
 			r := jobs.NewRegistry()
 			for _, p := range append(append([]*v1.Pod{}, older...), younger...) {
 				r.Observe(p)
 			}
+			pod := older[0]
+			if tt.younger {
+				pod = younger[0]
+			}
 			h := &fakeHandle{snapshot: schedcache.NewSnapshot(nil, []*v1.Node{node("n1", tt.slots)})}
-			_, s := gang.NewWithRegistry(h, r, time.Second).PreFilter(t.Context(), nil, tt.pod, nil)
+			_, s := gang.NewWithRegistry(h, r, time.Second).PreFilter(t.Context(), nil, pod, nil)
 			if s.Code() != tt.want {
 				t.Fatalf("PreFilter = %v, want %v", s, tt.want)
 			}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	resourcehelper "k8s.io/component-helpers/resource"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 )
 
 // Request is what one pod asks of a node: the three resources the gang
@@ -31,6 +32,7 @@ type podRecord struct {
 	minGroup int
 	nodeName string
 	request  Request
+	priority int32
 }
 
 type jobRecord struct {
@@ -178,6 +180,7 @@ func (r *Registry) Observe(pod *v1.Pod) {
 	rec.role = m.Role
 	rec.minGroup = m.MinGroup
 	rec.nodeName = pod.Spec.NodeName
+	rec.priority = corev1helpers.PodPriority(pod)
 	if rec.nodeName != "" {
 		delete(j.permitted, pod.UID)
 	}
@@ -312,29 +315,48 @@ func (r *Registry) View(key Key) (JobView, bool) {
 	return v, true
 }
 
-// OlderUnplaced returns the jobs that arrived before key's job and have not
-// placed their minimum group yet, oldest first.
-func (r *Registry) OlderUnplaced(key Key) []JobView {
+// AheadUnplaced returns the jobs ahead of key's job in the queue that have not
+// placed their minimum group yet, first in the queue first: jobs of a higher
+// priority, and of the same priority those that arrived before it (the queue
+// sort's order, job by job).
+func (r *Registry) AheadUnplaced(key Key) []JobView {
 	r.mu.RLock()
 	me := r.jobs[key]
 	var keys []Key
 	if me != nil {
 		for k, j := range r.jobs {
-			if k != key && (j.created.Before(me.created) || (j.created.Equal(me.created) && j.seq < me.seq)) &&
-				len(j.pods)-countBound(j) > 0 {
+			if k != key && ahead(j, me) && len(j.pods)-countBound(j) > 0 {
 				keys = append(keys, k)
 			}
 		}
 	}
-	sort.Slice(keys, func(a, b int) bool { // oldest first, as the queue orders them
-		ja, jb := r.jobs[keys[a]], r.jobs[keys[b]]
-		return OrderKey{Created: ja.created, Seq: ja.seq}.Less(OrderKey{Created: jb.created, Seq: jb.seq})
-	})
+	sort.Slice(keys, func(a, b int) bool { return ahead(r.jobs[keys[a]], r.jobs[keys[b]]) })
 	r.mu.RUnlock()
 	var out []JobView
 	for _, k := range keys {
 		if v, ok := r.View(k); ok && v.Placed() < v.MinGroup {
 			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// ahead says whether job a comes before job b in the queue.
+func ahead(a, b *jobRecord) bool {
+	if pa, pb := priority(a), priority(b); pa != pb {
+		return pa > pb
+	}
+	return OrderKey{Created: a.created, Seq: a.seq}.Less(OrderKey{Created: b.created, Seq: b.seq})
+}
+
+// priority is the highest priority among a job's live pods (its pods are
+// meant to share one).
+func priority(j *jobRecord) int32 {
+	var out int32
+	first := true
+	for _, p := range j.pods {
+		if first || p.priority > out {
+			out, first = p.priority, false
 		}
 	}
 	return out

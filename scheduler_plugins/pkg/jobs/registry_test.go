@@ -235,20 +235,36 @@ func TestAPodThatIsGoneStaysGone(t *testing.T) {
 	}
 }
 
-// Older jobs come oldest first: the gang reserves their room in this order.
-func TestOlderUnplacedIsOldestFirst(t *testing.T) {
+// Jobs ahead in the queue come first first, as the queue sorts them: a higher
+// priority before an older arrival. The gang reserves their room in this order.
+func TestAheadUnplacedFollowsTheQueue(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	r := jobs.NewRegistry()
-	for i, job := range []string{"c", "a", "d", "b", "young"} { // arrival order
-		for _, role := range jobs.AllRoles {
-			r.Observe(testutil.MakePod().Name(job+"-"+string(role)).Job(job, role, 3).Created(t0.Add(time.Duration(i) * time.Second)).Obj())
-		}
+	tests := []struct {
+		name       string
+		priorities map[string]int32 // by job; 0 if not given
+		want       string
+	}{
+		{"same priority: oldest first", nil, "[c a d b]"},
+		{"a younger job of higher priority is ahead", map[string]int32{"b": 10, "d": 5}, "[b d c a]"},
+		{"an older job of lower priority is not", map[string]int32{"young": 10, "a": 10}, "[a]"},
+		{"negative priorities are behind", map[string]int32{"c": -1, "a": -1}, "[d b]"},
 	}
-	var got []string
-	for _, v := range r.OlderUnplaced(jobs.Key{Namespace: "default", Name: "young"}) {
-		got = append(got, v.Key.Name)
-	}
-	if fmt.Sprint(got) != "[c a d b]" {
-		t.Fatalf("OlderUnplaced = %v, want [c a d b]", got)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := jobs.NewRegistry()
+			for i, job := range []string{"c", "a", "d", "b", "young"} { // arrival order
+				for _, role := range jobs.AllRoles {
+					r.Observe(testutil.MakePod().Name(job+"-"+string(role)).Job(job, role, 3).
+						Created(t0.Add(time.Duration(i) * time.Second)).Priority(tt.priorities[job]).Obj())
+				}
+			}
+			var got []string
+			for _, v := range r.AheadUnplaced(jobs.Key{Namespace: "default", Name: "young"}) {
+				got = append(got, v.Key.Name)
+			}
+			if fmt.Sprint(got) != tt.want {
+				t.Fatalf("AheadUnplaced = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
