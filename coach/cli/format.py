@@ -1,13 +1,16 @@
-"""How jobs, epochs and ETAs read in a terminal (one place, shared by every command)."""
+"""How jobs, epochs and ETAs read in a terminal, and where plots go (one place, shared by
+every command)."""
 
 from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Any, TextIO
 
 from rich.console import Console
 
+from coach.errors import SpecError
 from coach.state.records import FINAL_STATUSES, JobRecord
 
 
@@ -101,3 +104,22 @@ class PipeSafeConsole(Console):
     def on_broken_pipe(self) -> None:
         self.quiet = True
         silence(self.file)
+
+
+PLOT_FORMATS = (".png", ".pdf", ".svg")
+
+
+def plot_file(output: Path, option: str, example: str) -> Path:
+    """The file a plot goes to: a file name (`.png` added if it has no suffix) in a format
+    matplotlib writes; anything else is a SpecError naming the option."""
+    try:
+        folder = output.is_dir()
+    except (OSError, ValueError) as e:   # a name too long, a NUL byte
+        raise SpecError(option, "", f"{output}: cannot be used: {getattr(e, 'strerror', None) or e}") from None
+    if folder or not output.name:
+        raise SpecError(option, "", f"{str(output) or repr('')} is a folder; give a file name such as {example}")
+    if not output.suffix:
+        output = output.with_name(output.name + ".png")
+    if output.suffix.lower() not in PLOT_FORMATS:
+        raise SpecError(option, "", f"cannot write {output.suffix!r} files; use one of {', '.join(PLOT_FORMATS)}")
+    return output

@@ -6,12 +6,10 @@ from pathlib import Path
 
 import typer
 
+from coach.cli.format import plot_file
 from coach.data import train_size
-from coach.errors import CoachError, SpecError
+from coach.errors import CoachError
 from coach.state.store import Store
-
-
-FORMATS = (".png", ".pdf", ".svg")
 
 
 def plot(job_id: str = typer.Argument(...),
@@ -22,16 +20,7 @@ def plot(job_id: str = typer.Argument(...),
     from coach.job.earlier import find_earlier
     from coach.report.plots import plot_job
 
-    try:
-        folder = output.is_dir()
-    except (OSError, ValueError) as e:   # a name too long, a NUL byte
-        raise SpecError("-o", "", f"{output}: cannot be used: {getattr(e, 'strerror', None) or e}") from None
-    if folder or not output.name:
-        raise SpecError("-o", "", f"{str(output) or repr('')} is a folder; give a file name such as job.png")
-    if not output.suffix:
-        output = output.with_name(output.name + ".png")
-    if output.suffix.lower() not in FORMATS:
-        raise SpecError("-o", "", f"cannot write {output.suffix!r} files; use one of {', '.join(FORMATS)}")
+    output = plot_file(output, "-o", "job.png")
     store = Store()
     job = store.job(job_id)
     epochs = store.epochs(job.job_id)

@@ -1,0 +1,15 @@
+"""Experiments: the same workload of Coach jobs placed by each scheduler in turn on the
+local control plane, to compare how long jobs wait, which ones deadlock, and what room
+half-placed groups hold.
+
+workload.py   the jobs: a workload file, or a random one from a seed
+replay.py     one scheduler's run: submit on time, start a job once its minimum group is bound,
+              end it after its run time, stop when nothing moves any more
+summary.py    the figures of a run
+"""
+
+from coach.experiment.replay import Run, replay
+from coach.experiment.summary import Summary, summarize
+from coach.experiment.workload import JobArrival, load_workload, random_workload
+
+__all__ = ["JobArrival", "Run", "Summary", "load_workload", "random_workload", "replay", "summarize"]

@@ -1,0 +1,132 @@
+"""One scheduler's run of a workload on the control plane.
+
+Simulated nodes have no kubelet, so a bound pod counts as running. A job starts when its
+minimum group is bound with a pod of every role (what Coach's job loop waits for before an
+epoch), runs for its `run` seconds, and then its pods are deleted, which frees their room.
+A job whose pods are partly bound and never complete their group holds that room for good:
+the run ends when nothing has changed for `stall_s` seconds after the last arrival, and the
+jobs left are reported as deadlocked (some pods bound) or waiting (none bound).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable
+
+from coach.cluster import Kube
+from coach.experiment.workload import JobArrival, pod_objects
+
+POLL_S = 0.25
+
+
+@dataclass
+class JobOutcome:
+    job: JobArrival
+    started: float | None = None    # seconds after the run began: minimum group bound
+    finished: float | None = None   # its pods deleted after `run` seconds
+    bound: int = 0                  # pods bound when the run ended (0 once finished)
+    peak_bound: int = 0
+
+    @property
+    def state(self) -> str:
+        if self.finished is not None:
+            return "finished"
+        if self.started is not None:
+            return "running"
+        return "deadlocked" if self.bound else "waiting"
+
+
+@dataclass
+class Sample:
+    t: float
+    busy_cpu: float   # bound to jobs that started
+    held_cpu: float   # bound to jobs that have not: room a half-placed group holds
+
+
+@dataclass
+class Run:
+    scheduler: str
+    capacity_cpu: float
+    outcomes: list[JobOutcome]
+    samples: list[Sample] = field(default_factory=list)
+    duration: float = 0.0
+    stalled: bool = False
+
+
+def replay(kube: Kube, workload: list[JobArrival], scheduler: str, namespace: str, capacity_cpu: float,
+           stall_s: float = 45.0, timeout_s: float = 1800.0,
+           progress: Callable[[Run, float], None] | None = None) -> Run:
+    label = f"{scheduler[:12]}-{secrets.token_hex(3)}"
+    run = Run(scheduler, capacity_cpu, [JobOutcome(j) for j in sorted(workload, key=lambda j: j.at)])
+    by_name = {o.job.name: o for o in run.outcomes}
+    t0 = time.monotonic()
+    last_change, last_bound = 0.0, frozenset()
+    submitted = 0
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            while True:
+                now = time.monotonic() - t0
+                due = [o for o in run.outcomes[submitted:] if o.job.at <= now]
+                if due:   # jobs due together are created side by side, as concurrent submissions are
+                    list(pool.map(kube.create_pod, _interleave([pod_objects(o.job, scheduler, namespace, label)
+                                                                for o in due])))
+                    submitted += len(due)
+                    last_change = now
+                bound = frozenset(p["metadata"]["name"] for p in kube.pods(namespace, f"coach.experiment={label}")
+                                  if p["spec"].get("nodeName"))
+                if bound != last_bound:
+                    last_bound, last_change = bound, now
+                _advance(kube, namespace, label, by_name, bound, now)
+                run.samples.append(_sample(run.outcomes, now))
+                if progress is not None:
+                    progress(run, now)
+                if all(o.finished is not None for o in run.outcomes):
+                    break
+                if submitted == len(run.outcomes) and now - last_change > stall_s:
+                    run.stalled = True
+                    break
+                if now > timeout_s:
+                    break
+                time.sleep(POLL_S)
+    finally:
+        run.duration = time.monotonic() - t0
+        kube.delete_pods(namespace, selector=f"coach.experiment={label}")
+        deadline = time.monotonic() + 60
+        while kube.pods(namespace, f"coach.experiment={label}") and time.monotonic() < deadline:
+            time.sleep(0.2)
+    return run
+
+
+def _interleave(groups: list[list[dict]]) -> list[dict]:
+    return [g[i] for i in range(max(map(len, groups))) for g in groups if i < len(g)]
+
+
+def _advance(kube: Kube, namespace: str, label: str, by_name: dict[str, JobOutcome], bound: frozenset[str],
+             now: float) -> None:
+    """Start the jobs whose minimum group is bound, finish those whose run time is over."""
+    roles: dict[str, set[str]] = {}
+    counts: Counter = Counter()
+    for name in bound:
+        job, role, _ = name.rsplit("-", 2)
+        roles.setdefault(job, set()).add(role)
+        counts[job] += 1
+    for name, o in by_name.items():
+        if o.finished is not None:
+            continue
+        o.bound = counts[name]
+        o.peak_bound = max(o.peak_bound, o.bound)
+        if o.started is None and o.bound >= o.job.min_group and len(roles.get(name, ())) == 3:
+            o.started = now
+        if o.started is not None and now >= o.started + o.job.run:
+            kube.delete_pods(namespace, selector=f"coach.experiment={label},coach.io/job={name}")
+            o.finished, o.bound = now, 0
+
+
+def _sample(outcomes: list[JobOutcome], now: float) -> Sample:
+    busy = sum(o.bound * o.job.cpu for o in outcomes if o.started is not None and o.finished is None)
+    held = sum(o.bound * o.job.cpu for o in outcomes if o.started is None)
+    return Sample(now, busy, held)

@@ -1,0 +1,55 @@
+"""The figures of one run: how many jobs finished or deadlocked, how long jobs waited for
+their minimum group, how long they took in all, and how much room was held by groups that
+had not started (what a gang scheduler exists to avoid)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from coach.experiment.replay import Run
+
+
+@dataclass
+class Summary:
+    scheduler: str
+    jobs: int
+    finished: int
+    deadlocked: int          # some pods bound, minimum group never complete
+    waiting: int             # no pod bound when the run ended
+    wait_median_s: float | None   # arrival → minimum group bound, over the jobs that started
+    wait_p90_s: float | None
+    completion_median_s: float | None   # arrival → finished
+    makespan_s: float | None      # first arrival → last finish; None unless every job finished
+    held_cpu_s: float        # CPU-seconds bound to pods of jobs that had not started
+    busy_share: float        # CPU-seconds of started jobs / (capacity × run time)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def summarize(run: Run) -> Summary:
+    waits = [o.started - o.job.at for o in run.outcomes if o.started is not None]
+    done = [o.finished - o.job.at for o in run.outcomes if o.finished is not None]
+    states = [o.state for o in run.outcomes]
+    t = np.array([s.t for s in run.samples] + [run.duration])
+    dt = np.diff(t) if len(t) > 1 else np.zeros(0)   # each sample holds until the next one
+    held = float(np.dot(dt, [s.held_cpu for s in run.samples])) if len(dt) else 0.0
+    busy = float(np.dot(dt, [s.busy_cpu for s in run.samples])) if len(dt) else 0.0
+    everyone = len(done) == len(run.outcomes)
+    return Summary(
+        scheduler=run.scheduler, jobs=len(run.outcomes), finished=states.count("finished"),
+        deadlocked=states.count("deadlocked"), waiting=states.count("waiting"),
+        wait_median_s=_round(np.median(waits)) if waits else None,
+        wait_p90_s=_round(np.percentile(waits, 90)) if waits else None,
+        completion_median_s=_round(np.median(done)) if done else None,
+        makespan_s=_round(max(o.finished for o in run.outcomes) - min(o.job.at for o in run.outcomes))
+        if everyone else None,
+        held_cpu_s=round(held, 1),
+        busy_share=round(busy / (run.capacity_cpu * run.duration), 3) if run.duration > 0 else 0.0)
+
+
+def _round(x: float) -> float:
+    return round(float(x), 2)

@@ -1,0 +1,124 @@
+"""A workload: Coach jobs that arrive at given times, each a group of function pods (one
+MXNet scheduler, one server, the rest workers) that runs for a given time once its minimum
+group is bound. Pods follow Coach's pod contract (scheduler_plugins/README.md)."""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from coach import quantities
+from coach.errors import SpecError
+
+FIELDS = {"name", "at", "pods", "min_group", "cpu", "memory", "run"}
+NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?")   # a label value and a pod-name prefix
+
+
+@dataclass(frozen=True)
+class JobArrival:
+    name: str
+    at: float          # seconds after the run starts
+    pods: int          # scheduler + server + workers
+    min_group: int     # pods that must start together (all of them: a static job)
+    cpu: float         # cores per pod
+    memory_gib: float  # per pod
+    run: float         # seconds the job runs once its minimum group is bound
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def roles(pods: int) -> list[str]:
+    return ["scheduler", "server"] + ["worker"] * (pods - 2)
+
+
+def pod_objects(job: JobArrival, scheduler: str, namespace: str, label: str) -> list[dict]:
+    """The job's pods as Coach's kube backend would create them, for `scheduler`."""
+    return [{
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": f"{job.name}-{role}-{i}", "namespace": namespace,
+                     "labels": {"coach.io/job": job.name, "coach.io/role": role, "coach.experiment": label},
+                     "annotations": {"coach.io/min-group": str(job.min_group)}},
+        "spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
+                 "containers": [{"name": "fn", "image": "coach/function:experiment",
+                                 "resources": {"requests": {"cpu": f"{round(job.cpu * 1000)}m",
+                                                            "memory": f"{round(job.memory_gib * 1024)}Mi"}}}]},
+    } for i, role in enumerate(roles(job.pods))]
+
+
+def random_workload(jobs: int, seed: int, mean_gap_s: float = 1.0, max_pods: int = 6,
+                    run_s: tuple[float, float] = (3.0, 8.0)) -> list[JobArrival]:
+    """Poisson arrivals; sizes 3..max_pods; half the jobs static (the whole job is its
+    minimum group), half elastic (a minimum group of 3, the rest extras). One CPU and
+    1 GiB per pod. The same seed gives the same workload."""
+    rng = random.Random(seed)
+    out, t = [], 0.0
+    for i in range(jobs):
+        pods = rng.randint(3, max(3, max_pods))
+        out.append(JobArrival(name=f"job-{i}", at=round(t, 2), pods=pods,
+                              min_group=pods if rng.random() < 0.5 else 3, cpu=1.0, memory_gib=1.0,
+                              run=round(rng.uniform(*run_s), 2)))
+        t += rng.expovariate(1.0 / mean_gap_s) if mean_gap_s > 0 else 0.0
+    return out
+
+
+def load_workload(path: Path) -> list[JobArrival]:
+    """Read a workload file: `jobs:` a list of {name, at, pods, min_group, cpu, memory, run}.
+    Every problem names the file and the field."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise SpecError(str(path), "", f"cannot be read: {e.strerror or e}") from None
+    except yaml.YAMLError as e:
+        raise SpecError(str(path), "", f"not valid YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("jobs"), list) or not raw["jobs"]:
+        raise SpecError(str(path), "jobs", "must be a non-empty list of jobs")
+    out, names = [], set()
+    for i, item in enumerate(raw["jobs"]):
+        where = f"jobs[{i}]"
+        if not isinstance(item, dict):
+            raise SpecError(str(path), where, "must be a mapping")
+        unknown = sorted(set(item) - FIELDS)
+        if unknown:
+            raise SpecError(str(path), f"{where}.{unknown[0]}", f"unknown field; known: {', '.join(sorted(FIELDS))}")
+        job = _job(path, where, item, i)
+        if job.name in names:
+            raise SpecError(str(path), f"{where}.name", f"{job.name!r} is used twice")
+        names.add(job.name)
+        out.append(job)
+    return out
+
+
+def _job(path: Path, where: str, item: dict, i: int) -> JobArrival:
+    def number(field: str, default: Any, low: float, integer: bool = False) -> Any:
+        value = item.get(field, default)
+        ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+        if isinstance(value, bool) or not ok or value != value or value < low or value == float("inf"):
+            kind = "a whole number" if integer else "a number"
+            raise SpecError(str(path), f"{where}.{field}", f"must be {kind} ≥ {low:g}, got {value!r}")
+        return value
+
+    name = str(item.get("name", f"job-{i}"))
+    if not NAME.fullmatch(name):
+        raise SpecError(str(path), f"{where}.name", f"{name!r} must be at most 40 lower-case letters, digits "
+                                                    "and '-', with a letter or digit at both ends")
+    pods = number("pods", 3, 3, integer=True)
+    min_group = number("min_group", pods, 3, integer=True)
+    if min_group > pods:
+        raise SpecError(str(path), f"{where}.min_group", f"{min_group} is more than the job's {pods} pods")
+    cpu = quantities.cores(str(item.get("cpu", "1")))
+    if cpu is None or cpu <= 0:
+        raise SpecError(str(path), f"{where}.cpu", f"must be a CPU quantity > 0 such as 1 or 500m, got {item['cpu']!r}")
+    memory = quantities.gib(str(item.get("memory", "1Gi")))
+    if memory is None or memory <= 0:
+        raise SpecError(str(path), f"{where}.memory",
+                        f"must be a memory quantity > 0 such as 1Gi or 512Mi, got {item['memory']!r}")
+    if "run" not in item:
+        raise SpecError(str(path), f"{where}.run", "missing: seconds the job runs once its minimum group is bound")
+    return JobArrival(name=name, at=float(number("at", 0, 0)), pods=pods, min_group=min_group, cpu=cpu,
+                      memory_gib=memory, run=float(number("run", None, 0.1)))

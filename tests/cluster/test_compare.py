@@ -1,0 +1,50 @@
+"""`coach cluster compare` as an experimenter runs it: one workload through both schedulers
+on the real control plane."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.cluster.test_cli import run
+from tests.cluster.workload import Workload
+
+SLIDES = """# the deadlock of the slides: 8 slots (2 nodes × 4 CPU), 4 jobs of 4 pods that must start together
+jobs:
+  - {name: a, at: 0, pods: 4, run: 3}
+  - {name: b, at: 0, pods: 4, run: 3}
+  - {name: c, at: 0, pods: 4, run: 3}
+  - {name: d, at: 0, pods: 4, run: 3}
+"""
+
+
+def test_the_slides_deadlock_as_an_experiment(workload: Workload, tmp_path: Path) -> None:
+    workload.reset(nodes=2, cpu="4", memory="8Gi")
+    (tmp_path / "slides.yaml").write_text(SLIDES)
+    proc = run("compare", str(tmp_path / "slides.yaml"), "--stall", "10", "--json", "--plot", str(tmp_path / "c"))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout[:proc.stdout.rindex("}") + 1])
+    default, gang = out["runs"]
+    assert default["scheduler"] == "default-scheduler" and gang["scheduler"] == "coach-gang"
+    # the default scheduler binds pods of every job, so no job gets its group and nothing moves again
+    assert (default["finished"], default["deadlocked"], default["stalled"]) == (0, 4, True)
+    assert default["held_cpu_s"] >= 8 * 10
+    # the gang places two whole jobs, then the other two when they end
+    assert (gang["finished"], gang["deadlocked"], gang["waiting"], gang["stalled"]) == (4, 0, 0, False)
+    assert gang["held_cpu_s"] < 2 and gang["makespan_s"] >= 2 * 3
+    assert proc.stdout.strip().endswith(str(tmp_path / "c.png")) and (tmp_path / "c.png").stat().st_size > 0
+    assert not workload.kube.pods("coach-experiment"), "a run leaves no pods behind"
+
+
+def test_compare_refuses_bad_input_before_running(workload: Workload, tmp_path: Path) -> None:
+    (tmp_path / "w.yaml").write_text("jobs: [{run: 1, cpu: 64}]\n")
+    big = run("compare", str(tmp_path / "w.yaml"))
+    assert big.returncode == 2 and "a pod asks 64 CPU, more than any node has (4)" in big.stderr, big.stderr
+    bad = run("compare", "--plot", str(tmp_path / "x.gif"))
+    assert bad.returncode == 2 and "--plot: cannot write '.gif' files" in bad.stderr, bad.stderr
+    assert "Traceback" not in big.stderr + bad.stderr
+
+
+def test_compare_without_a_control_plane(tmp_path: Path) -> None:
+    proc = run("compare", env={"COACH_CLUSTER_DIR": str(tmp_path / "none")})
+    assert proc.returncode == 1 and "no control plane is running: start one with `coach cluster up`" in proc.stderr

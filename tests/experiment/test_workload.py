@@ -1,0 +1,67 @@
+"""Workload files and random workloads for `coach cluster compare`, and the figures of a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from coach.errors import SpecError
+from coach.experiment import JobArrival, load_workload, random_workload, summarize
+from coach.experiment.replay import JobOutcome, Run, Sample
+
+BAD = {
+    "not yaml": ("jobs: [", "not valid YAML"),
+    "no jobs": ("other: 1\n", "jobs: must be a non-empty list of jobs"),
+    "empty list": ("jobs: []\n", "jobs: must be a non-empty list of jobs"),
+    "not a mapping": ("jobs: [3]\n", "jobs[0]: must be a mapping"),
+    "unknown field": ("jobs: [{run: 1, workers: 3}]\n", "jobs[0].workers: unknown field"),
+    "too few pods": ("jobs: [{run: 1, pods: 2}]\n", "jobs[0].pods: must be a whole number ≥ 3, got 2"),
+    "fractional pods": ("jobs: [{run: 1, pods: 3.5}]\n", "jobs[0].pods: must be a whole number ≥ 3, got 3.5"),
+    "group larger than the job": ("jobs: [{run: 1, pods: 4, min_group: 5}]\n",
+                                  "jobs[0].min_group: 5 is more than the job's 4 pods"),
+    "negative arrival": ("jobs: [{run: 1, at: -1}]\n", "jobs[0].at: must be a number ≥ 0, got -1"),
+    "bad cpu": ("jobs: [{run: 1, cpu: lots}]\n", "jobs[0].cpu: must be a CPU quantity > 0"),
+    "bad memory": ("jobs: [{run: 1, memory: 0}]\n", "jobs[0].memory: must be a memory quantity > 0"),
+    "no run time": ("jobs: [{pods: 3}]\n", "jobs[0].run: missing"),
+    "boolean run time": ("jobs: [{run: true}]\n", "jobs[0].run: must be a number ≥ 0.1, got True"),
+    "bad name": ("jobs: [{run: 1, name: Big_Job}]\n", "jobs[0].name: 'Big_Job' must be"),
+    "name twice": ("jobs: [{run: 1, name: a}, {run: 1, name: a}]\n", "jobs[1].name: 'a' is used twice"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_a_bad_workload_file_names_file_and_field(case: str, tmp_path: Path) -> None:
+    text, problem = BAD[case]
+    path = tmp_path / "w.yaml"
+    path.write_text(text)
+    with pytest.raises(SpecError) as err:
+        load_workload(path)
+    assert str(err.value).startswith(f"{path}: ") and problem in str(err.value), str(err.value)
+
+
+def test_a_workload_file_with_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "w.yaml"
+    path.write_text("jobs:\n  - {run: 5}\n  - {name: big, at: 2.5, pods: 6, min_group: 3, cpu: 500m, memory: 512Mi, run: 1}\n")
+    assert load_workload(path) == [JobArrival("job-0", 0.0, 3, 3, 1.0, 1.0, 5.0),
+                                   JobArrival("big", 2.5, 6, 3, 0.5, 0.5, 1.0)]
+
+
+def test_a_random_workload_depends_on_its_seed_only() -> None:
+    a, b, c = random_workload(20, seed=7), random_workload(20, seed=7), random_workload(20, seed=8)
+    assert a == b and a != c
+    assert all(3 <= j.pods <= 6 and j.min_group in (3, j.pods) and 3 <= j.run <= 8 for j in a)
+    assert [j.at for j in a] == sorted(j.at for j in a) and a[0].at == 0
+    assert {j.at for j in random_workload(5, seed=1, mean_gap_s=0)} == {0.0}
+
+
+def test_the_figures_of_a_run() -> None:
+    # two jobs on 4 CPU: one waits 1 s and runs 2 s; the other holds 2 CPU half-placed and never starts
+    fast = JobOutcome(JobArrival("fast", 0.0, 3, 3, 1.0, 1.0, 2.0), started=1.0, finished=3.0)
+    stuck = JobOutcome(JobArrival("stuck", 0.0, 4, 4, 1.0, 1.0, 2.0), bound=2)
+    samples = [Sample(0.0, 0.0, 2.0), Sample(1.0, 3.0, 2.0), Sample(3.0, 0.0, 2.0)]
+    s = summarize(Run("x", 4.0, [fast, stuck], samples, duration=5.0, stalled=True))
+    assert (s.finished, s.deadlocked, s.waiting) == (1, 1, 0)
+    assert (s.wait_median_s, s.completion_median_s, s.makespan_s) == (1.0, 3.0, None)
+    assert s.held_cpu_s == 10.0                 # 2 CPU for the whole 5 s
+    assert s.busy_share == round(3 * 2 / (4 * 5), 3)
