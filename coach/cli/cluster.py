@@ -121,7 +121,7 @@ def compare(workload: Optional[Path] = typer.Argument(None, help="A workload fil
             raise cluster.ClusterError(f"{plot}: cannot write the plot: {e.strerror or e}") from None
     if json_out:
         print(json.dumps({"workload": [j.as_dict() for j in arrivals],
-                          "runs": [{**s.as_dict(), "stalled": r.stalled, "duration_s": round(r.duration, 2),
+                          "runs": [{**s.as_dict(), "ended": r.ended, "duration_s": round(r.duration, 2),
                                     "jobs_detail": [{"name": o.job.name, "state": o.state, "started": o.started,
                                                      "finished": o.finished, "bound": o.bound}
                                                     for o in r.outcomes]}
@@ -133,6 +133,7 @@ def compare(workload: Optional[Path] = typer.Argument(None, help="A workload fil
             table.add_column(s.scheduler, justify="right")
         for key, label in FIGURES:
             table.add_row(label, *["—" if getattr(s, key) is None else str(getattr(s, key)) for s in summaries])
+        table.add_row("run ended", *[f"{r.ended} after {r.duration:.0f} s" for r in runs])
         Console(soft_wrap=True).print(table)
     if plot is not None:
         print(plot)

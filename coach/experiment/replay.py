@@ -54,15 +54,17 @@ class Run:
     outcomes: list[JobOutcome]
     samples: list[Sample] = field(default_factory=list)
     duration: float = 0.0
-    stalled: bool = False
+    ended: str = ""   # finished (every job), stalled (nothing moved), timed out
 
 
 def replay(kube: Kube, workload: list[JobArrival], scheduler: str, namespace: str, capacity_cpu: float,
-           stall_s: float = 45.0, timeout_s: float = 1800.0,
+           stall_s: float = 45.0, timeout_s: float | None = None,
            progress: Callable[[Run, float], None] | None = None) -> Run:
     label = f"{scheduler[:12]}-{secrets.token_hex(3)}"
     run = Run(scheduler, capacity_cpu, [JobOutcome(j) for j in sorted(workload, key=lambda j: j.at)])
     by_name = {o.job.name: o for o in run.outcomes}
+    if timeout_s is None:   # the jobs one after another, with room for slow scheduling: a livelock ends too
+        timeout_s = max(j.at for j in workload) + 2 * sum(j.run for j in workload) + stall_s + 300
     t0 = time.monotonic()
     last_change, last_bound = 0.0, frozenset()
     submitted = 0
@@ -85,11 +87,13 @@ def replay(kube: Kube, workload: list[JobArrival], scheduler: str, namespace: st
                 if progress is not None:
                     progress(run, now)
                 if all(o.finished is not None for o in run.outcomes):
+                    run.ended = "finished"
                     break
                 if submitted == len(run.outcomes) and now - last_change > stall_s:
-                    run.stalled = True
+                    run.ended = "stalled"
                     break
                 if now > timeout_s:
+                    run.ended = "timed out"
                     break
                 time.sleep(POLL_S)
     finally:

@@ -30,7 +30,7 @@ def plot_comparison(out: Path, runs: Sequence[Run]) -> Path:
         ax.axhline(run.capacity_cpu, color="grey", linewidth=0.8, label="capacity")
         ax.set_xlim(0, end)
         ax.set_ylabel("CPU bound")
-        ax.set_title(f"{run.scheduler}" + (" (stalled: nothing moved)" if run.stalled else ""), fontsize=10)
+        ax.set_title(f"{run.scheduler}" + (" (stalled: nothing moved)" if run.ended == "stalled" else ""), fontsize=10)
         ax.legend(fontsize=7, loc="upper right")
     if timelines:
         timelines[-1].set_xlabel("seconds")

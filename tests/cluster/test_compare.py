@@ -27,10 +27,10 @@ def test_the_slides_deadlock_as_an_experiment(workload: Workload, tmp_path: Path
     default, gang = out["runs"]
     assert default["scheduler"] == "default-scheduler" and gang["scheduler"] == "coach-gang"
     # the default scheduler binds pods of every job, so no job gets its group and nothing moves again
-    assert (default["finished"], default["deadlocked"], default["stalled"]) == (0, 4, True)
+    assert (default["finished"], default["deadlocked"], default["ended"]) == (0, 4, "stalled")
     assert default["held_cpu_s"] >= 8 * 10
     # the gang places two whole jobs, then the other two when they end
-    assert (gang["finished"], gang["deadlocked"], gang["waiting"], gang["stalled"]) == (4, 0, 0, False)
+    assert (gang["finished"], gang["deadlocked"], gang["waiting"], gang["ended"]) == (4, 0, 0, "finished")
     assert gang["held_cpu_s"] < 2 and gang["makespan_s"] >= 2 * 3
     assert proc.stdout.strip().endswith(str(tmp_path / "c.png")) and (tmp_path / "c.png").stat().st_size > 0
     assert not workload.kube.pods("coach-experiment"), "a run leaves no pods behind"
