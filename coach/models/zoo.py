@@ -2,74 +2,22 @@
 
 A user model file is plain Python that defines `build(num_classes: int) -> gluon.Block`;
 its text is recorded at submit and run inside each worker, so it must not depend on the
-submitting machine (nor on later edits of the file). Its code has a time limit
-(`COACH_USER_CODE_LIMIT_S`, 300 s by default, a function `env` setting): a build() that
-waits forever fails the job once, naming the file and line, instead of holding every attempt
-of the epoch until the epoch's own deadline (900 s each, four attempts, before).
+submitting machine (nor on later edits of the file). Its code runs under a time limit
+(limit.py).
 """
 
 from __future__ import annotations
 
 import linecache
-import os
-import signal
-import threading
-import traceback
 import types
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
-from coach.errors import SpecError, UserCodeError
+from coach.errors import UserCodeError
+from coach.models.limit import limited
 
 BUILTIN_MODELS = ("lenet", "mlp", "resnet18")
-USER_CODE_LIMIT_ENV = "COACH_USER_CODE_LIMIT_S"
-DEFAULT_USER_CODE_LIMIT_S = 300.0
-
-
-class _TimeUp(BaseException):
-    """Raised inside the user's code at its limit: not an Exception, so that the user's own
-    `except Exception` does not swallow it."""
-
-
-def user_code_limit(env: Mapping[str, str] = os.environ) -> float:
-    """Seconds that loading a model file, its build() and its first forward pass may each take."""
-    raw = env.get(USER_CODE_LIMIT_ENV, "")
-    if not raw:
-        return DEFAULT_USER_CODE_LIMIT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value < float("inf"):
-        raise SpecError("environment", USER_CODE_LIMIT_ENV, f"must be a number of seconds > 0, got {raw!r}")
-    return value
-
-
-@contextmanager
-def _limited(path: Path, what: str) -> Iterator[None]:
-    """Run the block under the user-code limit (SIGALRM; only the main thread gets signals,
-    and a role process runs its work there)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    limit = user_code_limit()
-
-    def time_up(signum: int, frame: Any) -> None:
-        raise _TimeUp
-
-    previous = signal.signal(signal.SIGALRM, time_up)
-    signal.setitimer(signal.ITIMER_REAL, limit)
-    try:
-        yield
-    except _TimeUp as e:
-        lines = [n for f, n in traceback.walk_tb(e.__traceback__) if f.f_code.co_filename == str(path)]
-        at = f" (it was at line {lines[-1]})" if lines else ""
-        raise UserCodeError(f"{path}: {what} did not finish within {limit:g} s{at}; "
-                            f"raise {USER_CODE_LIMIT_ENV} in the worker function's env if it needs longer") from None
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _lenet(num_classes: int) -> Any:
@@ -123,7 +71,7 @@ def _user_model(path: Path, num_classes: int, source: str | None) -> Any:
         raise UserCodeError(f"{path}: cannot be read: {e.strerror or e}") from None
     # tracebacks quote the lines that ran, not the file as edited since (no mtime: kept)
     linecache.cache[str(path)] = (len(source), None, source.splitlines(True), str(path))
-    with _limited(path, "importing it"):
+    with limited(path, "importing it"):
         try:
             exec(compile(source, str(path), "exec"), module.__dict__)
         except Exception as e:
@@ -131,7 +79,7 @@ def _user_model(path: Path, num_classes: int, source: str | None) -> Any:
     build = getattr(module, "build", None)
     if not callable(build):
         raise UserCodeError(f"{path}: must define build(num_classes) returning a Gluon Block")
-    with _limited(path, f"build({num_classes})"):
+    with limited(path, f"build({num_classes})"):
         try:
             net = build(num_classes)
         except Exception as e:
@@ -148,10 +96,11 @@ def first_forward(net: Any, sample_shape: tuple[int, ...], num_classes: int, fil
     that mean nothing, so that and a forward pass that raises are UserCodeError (not retried)."""
     import mxnet as mx
 
-    with _limited(Path(file), "the first forward pass") if file else nullcontext():
+    with limited(Path(file), "the first forward pass") if file else nullcontext():
         try:
             out = net(mx.nd.zeros((1,) + tuple(sample_shape), ctx=ctx))
             shape = tuple(out.shape)
+            mx.nd.waitall()   # operators run asynchronously: one that hangs does so here, within the limit
         except Exception as e:
             if not file:   # a built-in network: the job file's data is checked at submit
                 raise

@@ -24,6 +24,7 @@ import time
 import traceback
 from typing import Any
 
+from coach.models.limit import on_native_hang
 
 PARENT_ENV = "COACH_PARENT_PID"
 
@@ -113,6 +114,12 @@ def _user_frame(e: BaseException, task: Any) -> str | None:
     return None if line is None else f"{file} line {line}"
 
 
+def _answer_and_exit(write_fd: int, result: dict[str, Any]) -> None:
+    """Answer now and end the role process, from any thread (its main thread may be stuck)."""
+    os.write(write_fd, (json.dumps(result) + "\n").encode())
+    os._exit(3)
+
+
 def _fork_role(task: Any, emit: Any) -> None:
     read_fd, write_fd = os.pipe()
     server = os.getpid()
@@ -123,6 +130,8 @@ def _fork_role(task: Any, emit: Any) -> None:
             os.close(read_fd)
             os.setsid()
             exit_with_parent(parent=server)   # threads do not survive fork: watch anew
+            on_native_hang(lambda message: _answer_and_exit(
+                write_fd, {"role": task.role, "error": f"UserCodeError: {message}", "permanent": True}))
             result = _run_role(task)
             os.write(write_fd, (json.dumps(result) + "\n").encode())
             code = 0 if "error" not in result else 3

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import COACH, FAST_JOB, ROOT, run_coach, write_job
+from tests.unit.test_models import HANG_OP
 
 pytestmark = pytest.mark.slow
 
@@ -218,6 +219,12 @@ BROKEN_NETS = {
     # held each of the epoch's 4 attempts until its 900 s deadline; the limit is lowered here
     "hangs": ("import time\n\ndef build(num_classes):\n    time.sleep(3600)\n",
               ": build(10) did not finish within 5 s (it was at line 4)"),
+    # an operator that never returns: the worker's main thread waits in MXNet, where no signal
+    # handler runs; the watchdog answers 10 s after the limit and ends the role process
+    "hangs-in-native-code": (HANG_OP.replace("SECONDS", "3600").replace("NAME", "e2e"),
+                             ": the first forward pass did not finish within 5 s (it was at line 31); raise "
+                             "COACH_USER_CODE_LIMIT_S in the worker function's env if it needs longer "
+                             "(stuck in native code)"),
 }
 
 

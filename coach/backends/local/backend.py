@@ -23,7 +23,7 @@ import yaml
 
 from coach.backends.base import Capacity, Invocation
 from coach.errors import BackendError, SpecError
-from coach.models.zoo import USER_CODE_LIMIT_ENV, user_code_limit
+from coach.models.limit import USER_CODE_LIMIT_ENV, user_code_limit
 from coach.roles.protocol import ROLES
 from coach.roles.runner import PARENT_ENV
 
