@@ -315,5 +315,5 @@ def test_a_bad_user_code_limit_is_refused_before_anything_is_recorded(tmp_path: 
     monkeypatch.setenv("COACH_USER_CODE_LIMIT_S", "soon")
     proc = run_coach("submit", str(write_job(tmp_path / "j.yaml", name="j", **FAST_JOB)))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-    assert "environment: COACH_USER_CODE_LIMIT_S: must be a number of seconds > 0, got 'soon'" in proc.stderr
+    assert "environment: COACH_USER_CODE_LIMIT_S: must be a number of seconds > 0 and ≤ 86400, got 'soon'" in proc.stderr
     assert run_coach("status", "--json", check=True).stdout.strip() == "[]"
