@@ -407,6 +407,12 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 def load_spec(path: str | Path) -> JobSpec:
     """Read and validate one job file."""
+    return parse_spec(read_yaml(path), str(path), Path(path).parent)
+
+
+def read_yaml(path: str | Path) -> Any:
+    """A YAML file's content (a key given twice is an error); every problem is a SpecError
+    naming the file (and the line, for invalid YAML)."""
     p = Path(path)
     source = str(path)
     try:
@@ -426,7 +432,7 @@ def load_spec(path: str | Path) -> JobSpec:
         raise SpecError(source, "YAML", "nested too deeply") from None
     except OSError as e:
         raise SpecError(source, "", f"cannot read: {e.strerror}") from None
-    return parse_spec(data, source, p.parent)
+    return data
 
 
 def spec_from_dict(d: dict[str, Any]) -> JobSpec:

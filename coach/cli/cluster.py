@@ -53,13 +53,11 @@ def down() -> None:
     print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
 
 
-SCHEDULERS = ("default-scheduler", "coach-gang")
-NAMESPACE = "coach-experiment"
 FIGURES = [("finished", "jobs finished"), ("deadlocked", "jobs deadlocked (partly bound)"),
-           ("waiting", "jobs never placed"), ("wait_median_s", "wait for minimum group, median (s)"),
-           ("wait_p90_s", "wait for minimum group, p90 (s)"), ("completion_median_s", "completion time, median (s)"),
-           ("makespan_s", "makespan (s)"), ("held_cpu_s", "CPU·s held by groups not started"),
-           ("busy_share", "share of capacity used by started jobs")]
+           ("waiting", "jobs never placed"), ("wait_median_s", "wait for minimum group, median of started (s)"),
+           ("wait_p90_s", "wait for minimum group, p90 of started (s)"),
+           ("completion_median_s", "completion time, median (s)"), ("makespan_s", "makespan (s)"),
+           ("held_cpu_s", "CPU·s held by groups not started"), ("busy_share", "share of capacity used by started jobs")]
 
 
 @app.command()
@@ -71,21 +69,27 @@ def compare(workload: Optional[Path] = typer.Argument(None, help="A workload fil
             gap: float = typer.Option(1.0, "--gap", min=0.0, help="Mean seconds between random arrivals."),
             stall: float = typer.Option(45.0, "--stall", min=1.0,
                                         help="End a run when nothing has moved for this long (s) after the last "
-                                             "arrival; longer than coach-gang's 30 s barrier timeout."),
+                                             "arrival and no job runs. Shorter than the schedulers' backoff (up "
+                                             "to 10 s) or coach-gang's 30 s barrier timeout, it can end a run "
+                                             "that would still move."),
             json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
             plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw the runs into this file "
                                                                      "(.png, .pdf or .svg).")) -> None:
     """Run one workload of Coach jobs through default-scheduler, then coach-gang, on the
     running control plane; compare waits, deadlocks and room held by half-placed groups."""
     import json
+    import os
 
     from coach.cli.format import plot_file
     from coach.errors import SpecError
-    from coach.experiment import load_workload, random_workload, replay, summarize
-    from coach.quantities import cores
+    from coach.experiment import load_workload, random_workload, summarize
+    from coach.experiment.compare import compare as run_both
 
-    if plot is not None:
+    if plot is not None:   # checked before minutes of runs, not after
         plot = plot_file(plot, "--plot", "compare.png")
+        folder = plot.parent.resolve()
+        if not folder.is_dir() or not os.access(folder, os.W_OK):
+            raise SpecError("--plot", "", f"{folder} is not a folder this user can write to")
     if workload is not None:
         arrivals = load_workload(workload)
     elif gap != gap or gap == float("inf"):
@@ -97,35 +101,18 @@ def compare(workload: Optional[Path] = typer.Argument(None, help="A workload fil
         raise cluster.ClusterError("no control plane is running: start one with `coach cluster up`")
     kube = cluster.Kube(st.kubeconfig)
     try:
-        node_cpu = [cores(str(n["status"]["allocatable"].get("cpu", "0"))) or 0.0 for n in kube.nodes()]
-        i, biggest = max(enumerate(arrivals), key=lambda item: item[1].cpu)
-        if biggest.cpu > max(node_cpu, default=0.0):
-            raise SpecError(str(workload) if workload else "random workload", f"jobs[{i}].cpu",
-                            f"a pod asks {biggest.cpu:g} CPU, more than any node has ({max(node_cpu, default=0):g}): "
-                            "reshape the nodes with `coach cluster up --cpu`")
-        kube.ensure_namespace(NAMESPACE)
-        runs = []
-        for scheduler in SCHEDULERS:
-            err.print(f"{scheduler}: {len(arrivals)} jobs on {len(node_cpu)} nodes ({sum(node_cpu):g} CPU)")
-            runs.append(replay(kube, arrivals, scheduler, NAMESPACE, sum(node_cpu), stall_s=stall,
-                               progress=_progress_printer()))
+        runs = run_both(kube, arrivals, str(workload) if workload else "random workload", stall,
+                        progress=_progress_printer(), announce=err.print)
     finally:
         kube.close()
     summaries = [summarize(r) for r in runs]
-    if plot is not None:
-        from coach.report.comparison import plot_comparison
-
-        try:
-            plot_comparison(plot, runs)
-        except OSError as e:
-            raise cluster.ClusterError(f"{plot}: cannot write the plot: {e.strerror or e}") from None
     if json_out:
         print(json.dumps({"workload": [j.as_dict() for j in arrivals],
                           "runs": [{**s.as_dict(), "ended": r.ended, "duration_s": round(r.duration, 2),
-                                    "jobs_detail": [{"name": o.job.name, "state": o.state, "started": o.started,
-                                                     "finished": o.finished, "bound": o.bound}
+                                    "jobs_detail": [{"name": o.job.name, "state": o.state, "submitted": o.submitted,
+                                                     "started": o.started, "finished": o.finished, "bound": o.bound}
                                                     for o in r.outcomes]}
-                                   for s, r in zip(summaries, runs)]}, indent=1))
+                                   for s, r in zip(summaries, runs)]}, indent=1), flush=True)
     else:
         table = Table(title=f"{len(arrivals)} jobs, {workload or f'random, seed {seed}'}")
         table.add_column("")
@@ -135,23 +122,27 @@ def compare(workload: Optional[Path] = typer.Argument(None, help="A workload fil
             table.add_row(label, *["—" if getattr(s, key) is None else str(getattr(s, key)) for s in summaries])
         table.add_row("run ended", *[f"{r.ended} after {r.duration:.0f} s" for r in runs])
         Console(soft_wrap=True).print(table)
-    if plot is not None:
-        print(plot)
+    if plot is not None:   # after the figures: a failed plot does not lose them
+        from coach.report.comparison import plot_comparison
+
+        try:
+            plot_comparison(plot, runs)
+        except OSError as e:
+            raise cluster.ClusterError(f"{plot}: cannot write the plot: {e.strerror or e}") from None
+        (err.print if json_out else print)(f"plot: {plot}")
 
 
 def _progress_printer():
-    """A progress callback that prints a line when a run's counts change, at most every 2 s."""
-    last = {"at": -10.0, "line": ""}
+    """A progress callback that prints a line whenever a run's jobs start or finish."""
+    last = {"counts": None}
 
     def show(run, now: float) -> None:
-        started = sum(o.started is not None for o in run.outcomes)
-        finished = sum(o.finished is not None for o in run.outcomes)
-        held = run.samples[-1].held_cpu if run.samples else 0.0
-        line = (f"  {run.scheduler}: {started}/{len(run.outcomes)} jobs started, {finished} finished, "
-                f"{held:g} CPU held by groups not started")
-        if line != last["line"] and now - last["at"] >= 2.0:
-            err.print(f"{line} ({now:.0f} s)")
-            last.update(at=now, line=line)
+        counts = (sum(o.started is not None for o in run.outcomes), sum(o.finished is not None for o in run.outcomes))
+        if counts != last["counts"]:
+            held = run.samples[-1].held_cpu if run.samples else 0.0
+            err.print(f"  {run.scheduler}: {counts[0]}/{len(run.outcomes)} jobs started, {counts[1]} finished, "
+                      f"{held:g} CPU held by groups not started ({now:.0f} s)")
+            last["counts"] = counts
 
     return show
 

@@ -11,13 +11,14 @@ jobs left are reported as deadlocked (some pods bound) or waiting (none bound).
 from __future__ import annotations
 
 import secrets
+import signal
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-from coach.cluster import Kube
+from coach.cluster import ClusterError, Kube
 from coach.experiment.workload import JobArrival, pod_objects
 
 POLL_S = 0.25
@@ -26,7 +27,8 @@ POLL_S = 0.25
 @dataclass
 class JobOutcome:
     job: JobArrival
-    started: float | None = None    # seconds after the run began: minimum group bound
+    submitted: float | None = None  # seconds after the run began: its pods created
+    started: float | None = None    # minimum group bound
     finished: float | None = None   # its pods deleted after `run` seconds
     bound: int = 0                  # pods bound when the run ended (0 once finished)
     peak_bound: int = 0
@@ -76,6 +78,8 @@ def replay(kube: Kube, workload: list[JobArrival], scheduler: str, namespace: st
                 if due:   # jobs due together are created side by side, as concurrent submissions are
                     list(pool.map(kube.create_pod, _interleave([pod_objects(o.job, scheduler, namespace, label)
                                                                 for o in due])))
+                    for o in due:
+                        o.submitted = now
                     submitted += len(due)
                     last_change = now
                 bound = frozenset(p["metadata"]["name"] for p in kube.pods(namespace, f"coach.experiment={label}")
@@ -89,7 +93,8 @@ def replay(kube: Kube, workload: list[JobArrival], scheduler: str, namespace: st
                 if all(o.finished is not None for o in run.outcomes):
                     run.ended = "finished"
                     break
-                if submitted == len(run.outcomes) and now - last_change > stall_s:
+                running = any(o.state == "running" for o in run.outcomes)   # will end and free room
+                if submitted == len(run.outcomes) and not running and now - last_change > stall_s:
                     run.ended = "stalled"
                     break
                 if now > timeout_s:
@@ -98,11 +103,23 @@ def replay(kube: Kube, workload: list[JobArrival], scheduler: str, namespace: st
                 time.sleep(POLL_S)
     finally:
         run.duration = time.monotonic() - t0
-        kube.delete_pods(namespace, selector=f"coach.experiment={label}")
-        deadline = time.monotonic() + 60
-        while kube.pods(namespace, f"coach.experiment={label}") and time.monotonic() < deadline:
-            time.sleep(0.2)
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not leave pods behind
+        try:
+            clear(kube, namespace, f"coach.experiment={label}")
+        finally:
+            signal.signal(signal.SIGINT, previous)
     return run
+
+
+def clear(kube: Kube, namespace: str, selector: str, timeout_s: float = 60.0) -> None:
+    """Delete the pods and wait until they are gone: the next run needs all the room."""
+    kube.delete_pods(namespace, selector=selector)
+    deadline = time.monotonic() + timeout_s
+    while left := kube.pods(namespace, selector):
+        if time.monotonic() > deadline:
+            raise ClusterError(f"{len(left)} pods of {namespace} ({selector}) are still there after "
+                               f"{timeout_s:.0f} s; delete them before the next run")
+        time.sleep(0.2)
 
 
 def _interleave(groups: list[list[dict]]) -> list[dict]:

@@ -19,11 +19,12 @@ class Summary:
     finished: int
     deadlocked: int          # some pods bound, minimum group never complete
     waiting: int             # no pod bound when the run ended
-    wait_median_s: float | None   # arrival → minimum group bound, over the jobs that started
+    wait_median_s: float | None   # pods created → minimum group bound, over the jobs that started
     wait_p90_s: float | None
-    completion_median_s: float | None   # arrival → finished
+    completion_median_s: float | None   # pods created → finished
     makespan_s: float | None      # first arrival → last finish; None unless every job finished
-    held_cpu_s: float        # CPU-seconds bound to pods of jobs that had not started
+    held_cpu_s: float        # CPU-seconds bound to pods of jobs that had not started, until the run
+    #                          ended (a deadlock holds its room for good: this grows with --stall)
     busy_share: float        # CPU-seconds of started jobs / (capacity × run time)
 
     def as_dict(self) -> dict[str, Any]:
@@ -31,8 +32,8 @@ class Summary:
 
 
 def summarize(run: Run) -> Summary:
-    waits = [o.started - o.job.at for o in run.outcomes if o.started is not None]
-    done = [o.finished - o.job.at for o in run.outcomes if o.finished is not None]
+    waits = [o.started - o.submitted for o in run.outcomes if o.started is not None and o.submitted is not None]
+    done = [o.finished - o.submitted for o in run.outcomes if o.finished is not None and o.submitted is not None]
     states = [o.state for o in run.outcomes]
     t = np.array([s.t for s in run.samples] + [run.duration])
     dt = np.diff(t) if len(t) > 1 else np.zeros(0)   # each sample holds until the next one
@@ -45,7 +46,7 @@ def summarize(run: Run) -> Summary:
         wait_median_s=_round(np.median(waits)) if waits else None,
         wait_p90_s=_round(np.percentile(waits, 90)) if waits else None,
         completion_median_s=_round(np.median(done)) if done else None,
-        makespan_s=_round(max(o.finished for o in run.outcomes) - min(o.job.at for o in run.outcomes))
+        makespan_s=_round(max(o.finished for o in run.outcomes) - min(o.submitted for o in run.outcomes))
         if everyone else None,
         held_cpu_s=round(held, 1),
         busy_share=round(busy / (run.capacity_cpu * run.duration), 3) if run.duration > 0 else 0.0)

@@ -10,12 +10,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from coach import quantities
 from coach.errors import SpecError
+from coach.spec import read_yaml
 
 FIELDS = {"name", "at", "pods", "min_group", "cpu", "memory", "run"}
+MAX_PODS = 1000
 NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?")   # a label value and a pod-name prefix
 
 
@@ -70,20 +70,18 @@ def random_workload(jobs: int, seed: int, mean_gap_s: float = 1.0, max_pods: int
 def load_workload(path: Path) -> list[JobArrival]:
     """Read a workload file: `jobs:` a list of {name, at, pods, min_group, cpu, memory, run}.
     Every problem names the file and the field."""
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise SpecError(str(path), "", f"cannot be read: {e.strerror or e}") from None
-    except yaml.YAMLError as e:
-        raise SpecError(str(path), "", f"not valid YAML: {str(e).splitlines()[0]}") from None
+    raw = read_yaml(path)
     if not isinstance(raw, dict) or not isinstance(raw.get("jobs"), list) or not raw["jobs"]:
         raise SpecError(str(path), "jobs", "must be a non-empty list of jobs")
+    extra = sorted(map(str, set(raw) - {"jobs"}))
+    if extra:
+        raise SpecError(str(path), extra[0], "unknown field; a workload file holds only `jobs`")
     out, names = [], set()
     for i, item in enumerate(raw["jobs"]):
         where = f"jobs[{i}]"
         if not isinstance(item, dict):
             raise SpecError(str(path), where, "must be a mapping")
-        unknown = sorted(set(item) - FIELDS)
+        unknown = sorted(map(str, set(item) - FIELDS))
         if unknown:
             raise SpecError(str(path), f"{where}.{unknown[0]}", f"unknown field; known: {', '.join(sorted(FIELDS))}")
         job = _job(path, where, item, i)
@@ -108,16 +106,19 @@ def _job(path: Path, where: str, item: dict, i: int) -> JobArrival:
         raise SpecError(str(path), f"{where}.name", f"{name!r} must be at most 40 lower-case letters, digits "
                                                     "and '-', with a letter or digit at both ends")
     pods = number("pods", 3, 3, integer=True)
+    if pods > MAX_PODS:
+        raise SpecError(str(path), f"{where}.pods", f"{pods} is more than {MAX_PODS} pods")
     min_group = number("min_group", pods, 3, integer=True)
     if min_group > pods:
         raise SpecError(str(path), f"{where}.min_group", f"{min_group} is more than the job's {pods} pods")
     cpu = quantities.cores(str(item.get("cpu", "1")))
-    if cpu is None or cpu <= 0:
-        raise SpecError(str(path), f"{where}.cpu", f"must be a CPU quantity > 0 such as 1 or 500m, got {item['cpu']!r}")
+    if cpu is None or cpu < 0.001:   # requests are written in millicores
+        raise SpecError(str(path), f"{where}.cpu", f"must be a CPU quantity of at least 1m such as 1 or 500m, "
+                                                   f"got {item['cpu']!r}")
     memory = quantities.gib(str(item.get("memory", "1Gi")))
-    if memory is None or memory <= 0:
+    if memory is None or memory < 1 / 1024:   # and memory in MiB
         raise SpecError(str(path), f"{where}.memory",
-                        f"must be a memory quantity > 0 such as 1Gi or 512Mi, got {item['memory']!r}")
+                        f"must be a memory quantity of at least 1Mi such as 1Gi or 512Mi, got {item['memory']!r}")
     if "run" not in item:
         raise SpecError(str(path), f"{where}.run", "missing: seconds the job runs once its minimum group is bound")
     return JobArrival(name=name, at=float(number("at", 0, 0)), pods=pods, min_group=min_group, cpu=cpu,

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from tests.cluster.test_cli import run
-from tests.cluster.workload import Workload
+from tests.cluster.workload import Workload, job_pod
 
 SLIDES = """# the deadlock of the slides: 8 slots (2 nodes × 4 CPU), 4 jobs of 4 pods that must start together
 jobs:
@@ -23,7 +23,7 @@ def test_the_slides_deadlock_as_an_experiment(workload: Workload, tmp_path: Path
     (tmp_path / "slides.yaml").write_text(SLIDES)
     proc = run("compare", str(tmp_path / "slides.yaml"), "--stall", "10", "--json", "--plot", str(tmp_path / "c"))
     assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout[:proc.stdout.rindex("}") + 1])
+    out = json.loads(proc.stdout)   # stdout stays JSON; the plot's path goes to stderr
     default, gang = out["runs"]
     assert default["scheduler"] == "default-scheduler" and gang["scheduler"] == "coach-gang"
     # the default scheduler binds pods of every job, so no job gets its group and nothing moves again
@@ -32,19 +32,43 @@ def test_the_slides_deadlock_as_an_experiment(workload: Workload, tmp_path: Path
     # the gang places two whole jobs, then the other two when they end
     assert (gang["finished"], gang["deadlocked"], gang["waiting"], gang["ended"]) == (4, 0, 0, "finished")
     assert gang["held_cpu_s"] < 2 and gang["makespan_s"] >= 2 * 3
-    assert proc.stdout.strip().endswith(str(tmp_path / "c.png")) and (tmp_path / "c.png").stat().st_size > 0
+    assert f"plot: {tmp_path / 'c.png'}" in proc.stderr and (tmp_path / "c.png").stat().st_size > 0
     assert not workload.kube.pods("coach-experiment"), "a run leaves no pods behind"
 
 
 def test_compare_refuses_bad_input_before_running(workload: Workload, tmp_path: Path) -> None:
     (tmp_path / "w.yaml").write_text("jobs: [{run: 1, cpu: 64}]\n")
     big = run("compare", str(tmp_path / "w.yaml"))
-    assert big.returncode == 2 and "a pod asks 64 CPU, more than any node has (4)" in big.stderr, big.stderr
+    assert big.returncode == 2 and "w.yaml: jobs[0].cpu: a pod asks 64 CPU, more than any node has (4 CPU)" in big.stderr, big.stderr
+    (tmp_path / "m.yaml").write_text("jobs: [{run: 1, memory: 64Gi}]\n")
+    memory = run("compare", str(tmp_path / "m.yaml"))
+    assert memory.returncode == 2 and "m.yaml: jobs[0].memory: a pod asks 64 GiB, more than any node has (8 GiB)" \
+        in memory.stderr, memory.stderr
     bad = run("compare", "--plot", str(tmp_path / "x.gif"))
     assert bad.returncode == 2 and "--plot: cannot write '.gif' files" in bad.stderr, bad.stderr
-    assert "Traceback" not in big.stderr + bad.stderr
+    nowhere = run("compare", "--plot", str(tmp_path / "no" / "such" / "c.png"))
+    assert nowhere.returncode == 2 and "is not a folder this user can write to" in nowhere.stderr, nowhere.stderr
+    assert "Traceback" not in big.stderr + memory.stderr + bad.stderr + nowhere.stderr
 
 
 def test_compare_without_a_control_plane(tmp_path: Path) -> None:
     proc = run("compare", env={"COACH_CLUSTER_DIR": str(tmp_path / "none")})
     assert proc.returncode == 1 and "no control plane is running: start one with `coach cluster up`" in proc.stderr
+
+
+def test_a_long_job_is_not_a_stall_and_leftovers_are_cleared(workload: Workload, tmp_path: Path) -> None:
+    # a job that runs longer than --stall, with another one waiting for its room, made both runs
+    # "stalled" after --stall seconds; and pods an interrupted comparison left held room in every run
+    workload.reset(nodes=2, cpu="4", memory="8Gi")
+    workload.kube.ensure_namespace("coach-experiment")
+    leftover = job_pod("old", 0, "scheduler", 3, "default-scheduler", cpu="4")
+    leftover["metadata"].update(namespace="coach-experiment", labels={"coach.experiment": "interrupted"})
+    workload.kube.create_pod(leftover)
+    (tmp_path / "long.yaml").write_text("jobs:\n  - {name: long, at: 0, pods: 8, run: 8}\n"
+                                        "  - {name: next, at: 1, pods: 3, run: 1}\n")
+    proc = run("compare", str(tmp_path / "long.yaml"), "--stall", "12", "--json")   # > the 10 s backoff
+    assert proc.returncode == 0, proc.stderr
+    assert "deleting the pods an interrupted comparison left in coach-experiment" in proc.stderr
+    for r in json.loads(proc.stdout)["runs"]:
+        assert (r["finished"], r["ended"]) == (2, "finished"), r
+        assert r["makespan_s"] >= 8 + 1

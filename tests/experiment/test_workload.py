@@ -12,6 +12,7 @@ from coach.experiment.replay import JobOutcome, Run, Sample
 
 BAD = {
     "not yaml": ("jobs: [", "not valid YAML"),
+    "not text": (b"\xff\xfe\x00jobs", "not a text file"),
     "no jobs": ("other: 1\n", "jobs: must be a non-empty list of jobs"),
     "empty list": ("jobs: []\n", "jobs: must be a non-empty list of jobs"),
     "not a mapping": ("jobs: [3]\n", "jobs[0]: must be a mapping"),
@@ -21,8 +22,14 @@ BAD = {
     "group larger than the job": ("jobs: [{run: 1, pods: 4, min_group: 5}]\n",
                                   "jobs[0].min_group: 5 is more than the job's 4 pods"),
     "negative arrival": ("jobs: [{run: 1, at: -1}]\n", "jobs[0].at: must be a number ≥ 0, got -1"),
-    "bad cpu": ("jobs: [{run: 1, cpu: lots}]\n", "jobs[0].cpu: must be a CPU quantity > 0"),
-    "bad memory": ("jobs: [{run: 1, memory: 0}]\n", "jobs[0].memory: must be a memory quantity > 0"),
+    "bad cpu": ("jobs: [{run: 1, cpu: lots}]\n", "jobs[0].cpu: must be a CPU quantity of at least 1m"),
+    "cpu under a millicore": ("jobs: [{run: 1, cpu: 0.0001}]\n", "jobs[0].cpu: must be a CPU quantity of at least 1m"),
+    "bad memory": ("jobs: [{run: 1, memory: 0}]\n", "jobs[0].memory: must be a memory quantity of at least 1Mi"),
+    "memory under a MiB": ("jobs: [{run: 1, memory: 1Ki}]\n", "jobs[0].memory: must be a memory quantity of at least 1Mi"),
+    "too many pods": ("jobs: [{run: 1, pods: 100000000}]\n", "jobs[0].pods: 100000000 is more than 1000 pods"),
+    "unknown keys of mixed types": ("jobs: [{run: 1, 1: 2, x: 3}]\n", "jobs[0].1: unknown field"),
+    "unknown top-level key": ("jobs: [{run: 1}]\nworkers: 3\n", "workers: unknown field"),
+    "a key twice": ("jobs: [{run: 1, run: 2}]\n", "line 1"),
     "no run time": ("jobs: [{pods: 3}]\n", "jobs[0].run: missing"),
     "boolean run time": ("jobs: [{run: true}]\n", "jobs[0].run: must be a number ≥ 0.1, got True"),
     "bad name": ("jobs: [{run: 1, name: Big_Job}]\n", "jobs[0].name: 'Big_Job' must be"),
@@ -34,7 +41,7 @@ BAD = {
 def test_a_bad_workload_file_names_file_and_field(case: str, tmp_path: Path) -> None:
     text, problem = BAD[case]
     path = tmp_path / "w.yaml"
-    path.write_text(text)
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
     with pytest.raises(SpecError) as err:
         load_workload(path)
     assert str(err.value).startswith(f"{path}: ") and problem in str(err.value), str(err.value)
@@ -57,8 +64,8 @@ def test_a_random_workload_depends_on_its_seed_only() -> None:
 
 def test_the_figures_of_a_run() -> None:
     # two jobs on 4 CPU: one waits 1 s and runs 2 s; the other holds 2 CPU half-placed and never starts
-    fast = JobOutcome(JobArrival("fast", 0.0, 3, 3, 1.0, 1.0, 2.0), started=1.0, finished=3.0)
-    stuck = JobOutcome(JobArrival("stuck", 0.0, 4, 4, 1.0, 1.0, 2.0), bound=2)
+    fast = JobOutcome(JobArrival("fast", 0.0, 3, 3, 1.0, 1.0, 2.0), submitted=0.1, started=1.1, finished=3.1)
+    stuck = JobOutcome(JobArrival("stuck", 0.0, 4, 4, 1.0, 1.0, 2.0), submitted=0.1, bound=2)
     samples = [Sample(0.0, 0.0, 2.0), Sample(1.0, 3.0, 2.0), Sample(3.0, 0.0, 2.0)]
     s = summarize(Run("x", 4.0, [fast, stuck], samples, duration=5.0, ended="stalled"))
     assert (s.finished, s.deadlocked, s.waiting) == (1, 1, 0)

@@ -279,9 +279,9 @@ func (p *Plugin) preFilter(ctx context.Context, m jobs.Member, pod *v1.Pod) (*fw
 	}
 	// The queue's order across backoff: pods leave backoff in any order, so
 	// the room that the minimum groups of jobs ahead in the queue need (of a
-	// higher priority, or older; those that fit, first first) is set aside
-	// like an in-flight group's; a job behind them that would take it yields.
-	// When everything fits, nobody yields.
+	// higher priority, or older; first first) is set aside like an in-flight
+	// group's (GroupFits skips a group that cannot fit anyway); a job behind
+	// them that would take it yields. When everything fits, nobody yields.
 	reserved := inFlight
 	for _, before := range p.registry.AheadUnplaced(m.Job) {
 		if ok, _ := core.Admit(before); !ok || len(waiting[before.Key]) > 0 || p.recentlyFailed(before.Key) || p.isBlocked(before.Key) {
@@ -509,14 +509,20 @@ func (p *Plugin) blocker(job jobs.Key) string {
 
 func (p *Plugin) isBlocked(job jobs.Key) bool { return p.blocker(job) != "" }
 
-// unblock forgets pod, which passed the filters; true if that lets its
-// group be made again.
+// unblock forgets pod, which passed the filters; true if its group could not
+// be made before and can now (its siblings were held back and may come).
 func (p *Plugin) unblock(job jobs.Key, pod *v1.Pod) bool {
 	p.mu.Lock()
 	_, ok := p.blocked[job][pod.UID]
+	p.mu.Unlock()
+	if !ok {
+		return false
+	}
+	was := p.blocker(job) != ""
+	p.mu.Lock()
 	delete(p.blocked[job], pod.UID)
 	p.mu.Unlock()
-	return ok && p.blocker(job) == ""
+	return was && p.blocker(job) == ""
 }
 
 // markFailed records that job's group failed now; true if it had not failed

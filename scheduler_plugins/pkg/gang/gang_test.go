@@ -404,11 +404,13 @@ func TestPodsThatFoundNoNodeBlockTogether(t *testing.T) {
 		name   string
 		failed []int // pods that found no node, in order
 		passes int   // then this pod passes the filters (-1: none)
+		wakes  bool  // and that wakes its siblings (they were held back)
 		want   fwk.Code
 	}{
 		{name: "one of two workers", failed: []int{2}, passes: -1, want: fwk.Success},
+		{name: "one of two workers, then it passes: nothing was held back", failed: []int{2}, passes: 2, want: fwk.Success},
 		{name: "both workers", failed: []int{2, 3}, passes: -1, want: fwk.Unschedulable},
-		{name: "both, then one passes the filters", failed: []int{2, 3}, passes: 3, want: fwk.Success},
+		{name: "both, then one passes the filters", failed: []int{2, 3}, passes: 3, wakes: true, want: fwk.Success},
 		{name: "the scheduler", failed: []int{0}, passes: -1, want: fwk.Unschedulable},
 	}
 	for _, tt := range tests {
@@ -428,8 +430,14 @@ func TestPodsThatFoundNoNodeBlockTogether(t *testing.T) {
 				if s, _ := pl.Permit(t.Context(), nil, pods[tt.passes], "n1"); !s.IsWait() {
 					t.Fatalf("Permit = %v, want Wait", s)
 				}
-				if !h.activatedSoon(pods[1].Name) {
+				if tt.wakes && !h.activatedSoon(pods[1].Name) {
 					t.Fatalf("activated %v, want the siblings", h.activated)
+				}
+				if !tt.wakes {
+					time.Sleep(50 * time.Millisecond) // activation runs in a goroutine
+					if h.wasActivated(pods[1].Name) {
+						t.Fatalf("activated %v, want nothing", h.activated)
+					}
 				}
 			}
 			if _, s := pl.PreFilter(t.Context(), framework.NewCycleState(), pods[1], nil); s.Code() != tt.want {

@@ -1,0 +1,50 @@
+"""The same workload through each scheduler in turn, on one control plane: the nodes must
+fit every pod, and each run starts on an empty namespace (leftovers of an interrupted
+comparison would hold room in every later run)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from coach.cluster import Kube
+from coach.errors import SpecError
+from coach.experiment.replay import Run, clear, replay
+from coach.experiment.workload import JobArrival
+from coach.quantities import cores, gib
+
+SCHEDULERS = ("default-scheduler", "coach-gang")
+NAMESPACE = "coach-experiment"
+
+
+def nodes_of(kube: Kube) -> list[tuple[float, float]]:
+    """(CPU, GiB) allocatable on each node."""
+    return [(cores(str(n["status"]["allocatable"].get("cpu", "0"))) or 0.0,
+             gib(str(n["status"]["allocatable"].get("memory", "0"))) or 0.0) for n in kube.nodes()]
+
+
+def check_fits(workload: list[JobArrival], nodes: list[tuple[float, float]], source: str) -> None:
+    """A pod that no node can hold would only wait out the stall in both runs: refuse it now."""
+    cpu, memory = max((c for c, _ in nodes), default=0.0), max((m for _, m in nodes), default=0.0)
+    for i, job in enumerate(workload):
+        for field, asks, has, unit in (("cpu", job.cpu, cpu, "CPU"), ("memory", job.memory_gib, memory, "GiB")):
+            if asks > has:
+                raise SpecError(source, f"jobs[{i}].{field}", f"a pod asks {asks:g} {unit}, more than any node has "
+                                                              f"({has:g} {unit}): reshape the nodes with "
+                                                              "`coach cluster up --cpu/--memory`")
+
+
+def compare(kube: Kube, workload: list[JobArrival], source: str, stall_s: float,
+            progress: Callable[[Run, float], None] | None = None,
+            announce: Callable[[str], None] = lambda _: None) -> list[Run]:
+    nodes = nodes_of(kube)
+    check_fits(workload, nodes, source)
+    kube.ensure_namespace(NAMESPACE)
+    if kube.pods(NAMESPACE, "coach.experiment"):
+        announce(f"deleting the pods an interrupted comparison left in {NAMESPACE}")
+        clear(kube, NAMESPACE, "coach.experiment")
+    capacity = sum(c for c, _ in nodes)
+    runs = []
+    for scheduler in SCHEDULERS:
+        announce(f"{scheduler}: {len(workload)} jobs on {len(nodes)} nodes ({capacity:g} CPU)")
+        runs.append(replay(kube, workload, scheduler, NAMESPACE, capacity, stall_s=stall_s, progress=progress))
+    return runs
