@@ -349,13 +349,14 @@ func ahead(a, b *jobRecord) bool {
 	return OrderKey{Created: a.created, Seq: a.seq}.Less(OrderKey{Created: b.created, Seq: b.seq})
 }
 
-// priority is the highest priority among a job's live pods (its pods are
-// meant to share one).
+// priority is the lowest priority among a job's live pods (its pods are
+// meant to share one): the queue sorts each pod by its own, and a group
+// starts when its last pod comes.
 func priority(j *jobRecord) int32 {
 	var out int32
 	first := true
 	for _, p := range j.pods {
-		if first || p.priority > out {
+		if first || p.priority < out {
 			out, first = p.priority, false
 		}
 	}

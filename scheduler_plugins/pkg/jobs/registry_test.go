@@ -268,3 +268,24 @@ func TestAheadUnplacedFollowsTheQueue(t *testing.T) {
 		})
 	}
 }
+
+// A job whose pods disagree on priority is as far ahead as its lowest pod:
+// the queue sorts each pod by its own, and the group starts with its last.
+func TestAJobIsAsFarAheadAsItsLowestPriorityPod(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	r := jobs.NewRegistry()
+	for _, role := range jobs.AllRoles {
+		prio := int32(0)
+		if role == jobs.RoleScheduler {
+			prio = 10
+		}
+		r.Observe(testutil.MakePod().Name("mixed-" + string(role)).Job("mixed", role, 3).Created(t0).Priority(prio).Obj())
+		r.Observe(testutil.MakePod().Name("young-" + string(role)).Job("young", role, 3).Created(t0.Add(time.Second)).Priority(5).Obj())
+	}
+	if got := r.AheadUnplaced(jobs.Key{Namespace: "default", Name: "young"}); len(got) != 0 {
+		t.Fatalf("AheadUnplaced(young) = %v, want none: mixed's workers sort behind young's pods", got)
+	}
+	if got := r.AheadUnplaced(jobs.Key{Namespace: "default", Name: "mixed"}); len(got) != 1 {
+		t.Fatalf("AheadUnplaced(mixed) = %v, want young", got)
+	}
+}
