@@ -279,8 +279,8 @@ func TestAJobIsAsFarAheadAsItsLowestPriorityPod(t *testing.T) {
 		if role == jobs.RoleScheduler {
 			prio = 10
 		}
-		r.Observe(testutil.MakePod().Name("mixed-" + string(role)).Job("mixed", role, 3).Created(t0).Priority(prio).Obj())
-		r.Observe(testutil.MakePod().Name("young-" + string(role)).Job("young", role, 3).Created(t0.Add(time.Second)).Priority(5).Obj())
+		r.Observe(testutil.MakePod().Name("mixed-"+string(role)).Job("mixed", role, 3).Created(t0).Priority(prio).Obj())
+		r.Observe(testutil.MakePod().Name("young-"+string(role)).Job("young", role, 3).Created(t0.Add(time.Second)).Priority(5).Obj())
 	}
 	if got := r.AheadUnplaced(jobs.Key{Namespace: "default", Name: "young"}); len(got) != 0 {
 		t.Fatalf("AheadUnplaced(young) = %v, want none: mixed's workers sort behind young's pods", got)
