@@ -4,8 +4,9 @@ Simulated nodes have no kubelet, so a bound pod counts as running. A job starts 
 minimum group is bound with a pod of every role (what Coach's job loop waits for before an
 epoch), runs for its `run` seconds, and then its pods are deleted, which frees their room.
 A job whose pods are partly bound and never complete their group holds that room for good:
-the run ends when nothing has changed for `stall_s` seconds after the last arrival, and the
-jobs left are reported as deadlocked (some pods bound) or waiting (none bound).
+the run ends when nothing has changed for `stall_s` seconds after the last arrival while no
+job runs, and the jobs left are reported as deadlocked (some pods bound) or waiting (none
+bound).
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ class JobOutcome:
     started: float | None = None    # minimum group bound
     finished: float | None = None   # its pods deleted after `run` seconds
     bound: int = 0                  # pods bound when the run ended (0 once finished)
-    peak_bound: int = 0
 
     @property
     def state(self) -> str:
@@ -139,7 +139,6 @@ def _advance(kube: Kube, namespace: str, label: str, by_name: dict[str, JobOutco
         if o.finished is not None:
             continue
         o.bound = counts[name]
-        o.peak_bound = max(o.peak_bound, o.bound)
         if o.started is None and o.bound >= o.job.min_group and len(roles.get(name, ())) == 3:
             o.started = now
         if o.started is not None and now >= o.started + o.job.run:

@@ -22,7 +22,7 @@ class Summary:
     wait_median_s: float | None   # pods created → minimum group bound, over the jobs that started
     wait_p90_s: float | None
     completion_median_s: float | None   # pods created → finished
-    makespan_s: float | None      # first arrival → last finish; None unless every job finished
+    makespan_s: float | None      # first pods created → last finish; None unless every job finished
     held_cpu_s: float        # CPU-seconds bound to pods of jobs that had not started, until the run
     #                          ended (a deadlock holds its room for good: this grows with --stall)
     busy_share: float        # CPU-seconds of started jobs / (capacity × run time)
