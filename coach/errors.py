@@ -18,6 +18,17 @@ traceback reaches a user.
 from __future__ import annotations
 
 
+def one_line(e: BaseException, limit: int = 300) -> str:
+    """What an exception says, in one line. MXNet's errors begin with a "Traceback" header
+    and say what failed further down, so for them the line that names the error is taken."""
+    lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
+    if lines and lines[0].startswith("Traceback"):
+        named = [line for line in lines if line.startswith(("MXNetError", "Check failed")) or
+                 ("Error:" in line and not line.startswith("File "))]
+        lines = named[-1:] or lines[-1:]
+    return (lines or [""])[0][:limit]
+
+
 class CoachError(Exception):
     """Base of every error Coach reports to a user."""
 

@@ -398,6 +398,11 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         seen: set[Any] = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
+            try:
+                hash(key)
+            except TypeError:   # a list or mapping as a key
+                raise yaml.constructor.ConstructorError(None, None, "a key must be a plain value, not a list or "
+                                                        "mapping", key_node.start_mark) from None
             if key in seen:
                 raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is given twice",
                                                         key_node.start_mark)

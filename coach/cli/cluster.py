@@ -79,6 +79,7 @@ def compare(workload: Optional[Path] = typer.Argument(None, help="A workload fil
     running control plane; compare waits, deadlocks and room held by half-placed groups."""
     import json
     import os
+    import sys
 
     from coach.cli.format import plot_file
     from coach.errors import SpecError
@@ -102,7 +103,7 @@ def compare(workload: Optional[Path] = typer.Argument(None, help="A workload fil
     kube = cluster.Kube(st.kubeconfig)
     try:
         runs = run_both(kube, arrivals, str(workload) if workload else "random workload", stall,
-                        progress=_progress_printer(), announce=err.print)
+                        progress=_progress_printer(), announce=lambda text: err.print(text, markup=False))
     finally:
         kube.close()
     summaries = [summarize(r) for r in runs]
@@ -129,7 +130,7 @@ def compare(workload: Optional[Path] = typer.Argument(None, help="A workload fil
             plot_comparison(plot, runs)
         except OSError as e:
             raise cluster.ClusterError(f"{plot}: cannot write the plot: {e.strerror or e}") from None
-        (err.print if json_out else print)(f"plot: {plot}")
+        print(f"plot: {plot}", file=sys.stderr if json_out else sys.stdout)
 
 
 def _progress_printer():

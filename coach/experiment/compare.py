@@ -26,11 +26,13 @@ def check_fits(workload: list[JobArrival], nodes: list[tuple[float, float]], sou
     """A pod that no node can hold would only wait out the stall in both runs: refuse it now."""
     cpu, memory = max((c for c, _ in nodes), default=0.0), max((m for _, m in nodes), default=0.0)
     for i, job in enumerate(workload):
-        for field, asks, has, unit in (("cpu", job.cpu, cpu, "CPU"), ("memory", job.memory_gib, memory, "GiB")):
-            if asks > has:
-                raise SpecError(source, f"jobs[{i}].{field}", f"a pod asks {asks:g} {unit}, more than any node has "
-                                                              f"({has:g} {unit}): reshape the nodes with "
-                                                              "`coach cluster up --cpu/--memory`")
+        if any(job.cpu <= c and job.memory_gib <= m for c, m in nodes):
+            continue
+        field, asks, has = (("cpu", f"{job.cpu:g} CPU", f"{cpu:g} CPU") if job.cpu > cpu else
+                            ("memory", f"{job.memory_gib:g} GiB", f"{memory:g} GiB") if job.memory_gib > memory else
+                            ("cpu", f"{job.cpu:g} CPU and {job.memory_gib:g} GiB", "one or the other"))
+        raise SpecError(source, f"jobs[{i}].{field}", f"a pod asks {asks}, more than any node has ({has}): reshape "
+                                                      "the nodes with `coach cluster up --cpu/--memory`")
 
 
 def compare(kube: Kube, workload: list[JobArrival], source: str, stall_s: float,

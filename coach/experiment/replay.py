@@ -86,7 +86,8 @@ def replay(kube: Kube, workload: list[JobArrival], scheduler: str, namespace: st
                                   if p["spec"].get("nodeName"))
                 if bound != last_bound:
                     last_bound, last_change = bound, now
-                _advance(kube, namespace, label, by_name, bound, now)
+                if _advance(kube, namespace, label, by_name, bound, now):   # room was taken or freed
+                    last_change = now
                 run.samples.append(_sample(run.outcomes, now))
                 if progress is not None:
                     progress(run, now)
@@ -127,8 +128,10 @@ def _interleave(groups: list[list[dict]]) -> list[dict]:
 
 
 def _advance(kube: Kube, namespace: str, label: str, by_name: dict[str, JobOutcome], bound: frozenset[str],
-             now: float) -> None:
-    """Start the jobs whose minimum group is bound, finish those whose run time is over."""
+             now: float) -> bool:
+    """Start the jobs whose minimum group is bound, finish those whose run time is over; true
+    if any did."""
+    moved = False
     roles: dict[str, set[str]] = {}
     counts: Counter = Counter()
     for name in bound:
@@ -140,10 +143,11 @@ def _advance(kube: Kube, namespace: str, label: str, by_name: dict[str, JobOutco
             continue
         o.bound = counts[name]
         if o.started is None and o.bound >= o.job.min_group and len(roles.get(name, ())) == 3:
-            o.started = now
+            o.started, moved = now, True
         if o.started is not None and now >= o.started + o.job.run:
             kube.delete_pods(namespace, selector=f"coach.experiment={label},coach.io/job={name}")
-            o.finished, o.bound = now, 0
+            o.finished, o.bound, moved = now, 0, True
+    return moved
 
 
 def _sample(outcomes: list[JobOutcome], now: float) -> Sample:

@@ -121,5 +121,6 @@ def _job(path: Path, where: str, item: dict, i: int) -> JobArrival:
                         f"must be a memory quantity of at least 1Mi such as 1Gi or 512Mi, got {item['memory']!r}")
     if "run" not in item:
         raise SpecError(str(path), f"{where}.run", "missing: seconds the job runs once its minimum group is bound")
-    return JobArrival(name=name, at=float(number("at", 0, 0)), pods=pods, min_group=min_group, cpu=cpu,
-                      memory_gib=memory, run=float(number("run", None, 0.1)))
+    return JobArrival(name=name, at=float(number("at", 0, 0)), pods=pods, min_group=min_group,
+                      cpu=round(cpu * 1000) / 1000, memory_gib=round(memory * 1024) / 1024,   # as requested
+                      run=float(number("run", None, 0.1)))

@@ -78,15 +78,15 @@ class limited:
     def __enter__(self) -> "limited":
         self.limit = user_code_limit()
         self.done = threading.Event()
-        _watch_native(self.done, self.path, self.what, self.limit)
         self.on_main = threading.current_thread() is threading.main_thread()
         if self.on_main:
             self.previous = signal.getsignal(signal.SIGALRM)
-            self.other_left, _ = signal.setitimer(signal.ITIMER_REAL, 0)
+            self.other = signal.setitimer(signal.ITIMER_REAL, 0)   # (left, interval) of a timer set before
             self.t0 = time.monotonic()
             self.armed = True
             signal.signal(signal.SIGALRM, self._time_up)
             signal.setitimer(signal.ITIMER_REAL, self.limit)
+        _watch_native(self.done, self.path, self.what, self.limit)   # last: nothing after it can fail
         return self
 
     def _time_up(self, signum: int, frame: Any) -> None:
@@ -103,8 +103,9 @@ class limited:
         if self.on_main:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, self.previous if self.previous is not None else signal.SIG_DFL)
-            if self.other_left > 0:
-                signal.setitimer(signal.ITIMER_REAL, max(1e-6, self.other_left - (time.monotonic() - self.t0)))
+            left, interval = self.other
+            if left > 0:
+                signal.setitimer(signal.ITIMER_REAL, max(1e-6, left - (time.monotonic() - self.t0)), interval)
         if kind is _TimeUp:
             lines = [n for f, n in traceback.walk_tb(tb) if f.f_code.co_filename == str(self.path)]
             raise UserCodeError(_too_long(self.path, self.what, self.limit, lines[-1] if lines else None)) from None

@@ -14,7 +14,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from coach.errors import UserCodeError
+from coach.errors import UserCodeError, one_line
 from coach.models.limit import limited
 
 BUILTIN_MODELS = ("lenet", "mlp", "resnet18")
@@ -104,7 +104,7 @@ def first_forward(net: Any, sample_shape: tuple[int, ...], num_classes: int, fil
         except Exception as e:
             if not file:   # a built-in network: the job file's data is checked at submit
                 raise
-            first = (str(e).strip().splitlines() or [""])[0][:300]
+            first = one_line(e)
             raise UserCodeError(f"{file}: the network failed on one sample of shape {tuple(sample_shape)}: "
                                 f"{type(e).__name__}: {first}") from None
     if file and shape != (1, num_classes):

@@ -87,14 +87,14 @@ def _run_role(task: Any) -> dict[str, Any]:
             result = {"role": task.role}
     except Exception as e:  # reported to the caller as a failed role, with the reason
         traceback.print_exc()
-        from coach.errors import CheckpointError, UserCodeError
+        from coach.errors import CheckpointError, UserCodeError, one_line
 
         result = {"role": task.role, "error": f"{type(e).__name__}: {e}",   # the same code or file would fail again
                   "permanent": isinstance(e, (UserCodeError, CheckpointError)),
                   "resumable": isinstance(e, CheckpointError)}   # once the file is restored
         if not isinstance(e, UserCodeError) and (where := _user_frame(e, task)):
             # raised in the user's own network code: the same code would fail again
-            first = (str(e).strip().splitlines() or [""])[0][:300]
+            first = one_line(e)
             result.update(error=f"{where}: {type(e).__name__}: {first}", permanent=True)
     gc.collect()  # free the kvstore now: its destructor runs ps-lite's shutdown barrier
     result["wall_s"] = time.monotonic() - t0
@@ -114,10 +114,16 @@ def _user_frame(e: BaseException, task: Any) -> str | None:
     return None if line is None else f"{file} line {line}"
 
 
-def _answer_and_exit(write_fd: int, result: dict[str, Any]) -> None:
-    """Answer now and end the role process, from any thread (its main thread may be stuck)."""
+_answering = threading.Lock()   # taken once per role process, never released: one answer
+
+
+def _answer_and_exit(write_fd: int, result: dict[str, Any], code: int) -> None:
+    """Answer and end the role process, from any thread: the main thread when the role is done,
+    or the user-code watchdog while the main thread is stuck. Whoever comes second waits here
+    until the first has ended the process."""
+    _answering.acquire()
     os.write(write_fd, (json.dumps(result) + "\n").encode())
-    os._exit(3)
+    os._exit(code)
 
 
 def _fork_role(task: Any, emit: Any) -> None:
@@ -125,18 +131,16 @@ def _fork_role(task: Any, emit: Any) -> None:
     server = os.getpid()
     pid = os.fork()
     if pid == 0:  # the role process
-        code = 3
         try:
             os.close(read_fd)
             os.setsid()
             exit_with_parent(parent=server)   # threads do not survive fork: watch anew
             on_native_hang(lambda message: _answer_and_exit(
-                write_fd, {"role": task.role, "error": f"UserCodeError: {message}", "permanent": True}))
+                write_fd, {"role": task.role, "error": f"UserCodeError: {message}", "permanent": True}, 3))
             result = _run_role(task)
-            os.write(write_fd, (json.dumps(result) + "\n").encode())
-            code = 0 if "error" not in result else 3
+            _answer_and_exit(write_fd, result, 0 if "error" not in result else 3)
         finally:
-            os._exit(code)
+            os._exit(3)   # only if answering failed
     os.close(write_fd)
     emit({"event": "started", "pid": pid})
     chunks = []
@@ -145,7 +149,10 @@ def _fork_role(task: Any, emit: Any) -> None:
     os.close(read_fd)
     _, status = os.waitpid(pid, 0)
     data = b"".join(chunks)
-    result = json.loads(data) if data.endswith(b"\n") else None
+    try:
+        result = json.loads(data) if data.endswith(b"\n") else None
+    except ValueError:   # cut short or garbled: as if it had not answered
+        result = None
     emit({"event": "finished", "code": os.waitstatus_to_exitcode(status), "result": result})
 
 

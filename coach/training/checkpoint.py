@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from coach.errors import CheckpointError
+from coach.errors import CheckpointError, one_line
 
 PARAMS, TRAINER, META = "params", "trainer.states", "meta.json"
 
@@ -55,7 +55,7 @@ def load(path: str | Path, net: Any, trainer: Any, ctx: Any) -> dict[str, Any]:
         # what a file that is not what save() wrote raises; OSError or MemoryError are retried
         except (MXNetError, ValueError, KeyError, EOFError, pickle.UnpicklingError) as e:
             # MXNet's own messages are C++ stack traces: keep their first line
-            first = (str(e).strip().splitlines() or [""])[0][:200]
+            first = one_line(e, 200)
             raise CheckpointError(f"{p / name}: damaged checkpoint, cannot be loaded "
                                   f"({type(e).__name__}: {first})") from None
     try:

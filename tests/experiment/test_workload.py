@@ -30,6 +30,7 @@ BAD = {
     "unknown keys of mixed types": ("jobs: [{run: 1, 1: 2, x: 3}]\n", "jobs[0].1: unknown field"),
     "unknown top-level key": ("jobs: [{run: 1}]\nworkers: 3\n", "workers: unknown field"),
     "a key twice": ("jobs: [{run: 1, run: 2}]\n", "line 1"),
+    "a list as a key": ("jobs: [{run: 1, ? [a, b] : 3}]\n", "a key must be a plain value, not a list or mapping"),
     "no run time": ("jobs: [{pods: 3}]\n", "jobs[0].run: missing"),
     "boolean run time": ("jobs: [{run: true}]\n", "jobs[0].run: must be a number ≥ 0.1, got True"),
     "bad name": ("jobs: [{run: 1, name: Big_Job}]\n", "jobs[0].name: 'Big_Job' must be"),
@@ -49,9 +50,11 @@ def test_a_bad_workload_file_names_file_and_field(case: str, tmp_path: Path) -> 
 
 def test_a_workload_file_with_defaults(tmp_path: Path) -> None:
     path = tmp_path / "w.yaml"
-    path.write_text("jobs:\n  - {run: 5}\n  - {name: big, at: 2.5, pods: 6, min_group: 3, cpu: 500m, memory: 512Mi, run: 1}\n")
+    path.write_text("jobs:\n  - {run: 5}\n  - {name: big, at: 2.5, pods: 6, min_group: 3, cpu: 500m, memory: 512Mi, run: 1}\n"
+                    "  - {name: odd, run: 1, cpu: 1.5m, memory: 1.4Mi}\n")
     assert load_workload(path) == [JobArrival("job-0", 0.0, 3, 3, 1.0, 1.0, 5.0),
-                                   JobArrival("big", 2.5, 6, 3, 0.5, 0.5, 1.0)]
+                                   JobArrival("big", 2.5, 6, 3, 0.5, 0.5, 1.0),
+                                   JobArrival("odd", 0.0, 3, 3, 0.002, 1 / 1024, 1.0)]   # as the pods request
 
 
 def test_a_random_workload_depends_on_its_seed_only() -> None:

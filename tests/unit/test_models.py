@@ -98,6 +98,10 @@ def test_another_timer_is_paused_not_cancelled(monkeypatch: pytest.MonkeyPatch) 
         assert 0.2 < signal.getitimer(signal.ITIMER_REAL)[0] <= 0.4
         time.sleep(0.6)
         assert len(fired) == 1 and 0.45 < fired[0] - t0 < 0.8
+        signal.setitimer(signal.ITIMER_REAL, 1.0, 0.25)   # a periodic timer stays periodic
+        with limited(Path("/tmp/m.py"), "build(10)"):
+            pass
+        assert signal.getitimer(signal.ITIMER_REAL)[1] == 0.25
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
@@ -169,3 +173,17 @@ def test_code_stuck_in_native_code_is_reported_by_the_watchdog(tmp_path: Path,
     assert at - t0 < 2.5, "the watchdog reports while the operator still runs"
     assert message == (f"{path}: the first forward pass did not finish within 0.3 s (it was at line 31); raise "
                        f"{USER_CODE_LIMIT_ENV} in the worker function's env if it needs longer (stuck in native code)")
+
+
+@pytest.mark.parametrize("text, line", [
+    ("plain message\nmore", "plain message"),
+    # MXNet 1.9's asynchronous errors: the first line is a header, the cause comes later
+    ("Traceback (most recent call last):\n  File \"net.py\", line 7, in forward\n    raise ValueError('x')\n"
+     "ValueError: bad op\n\n[bt] (0) libmxnet.so", "ValueError: bad op"),
+    ("Traceback (most recent call last):\n  [bt] (0) frame\nMXNetError: Check failed: shape", "MXNetError: Check failed: shape"),
+    ("", ""),
+])
+def test_one_line_of_an_error_names_its_cause(text: str, line: str) -> None:
+    from coach.errors import one_line
+
+    assert one_line(RuntimeError(text)) == line

@@ -349,17 +349,24 @@ func ahead(a, b *jobRecord) bool {
 	return OrderKey{Created: a.created, Seq: a.seq}.Less(OrderKey{Created: b.created, Seq: b.seq})
 }
 
-// priority is the lowest priority among a job's live pods (its pods are
-// meant to share one): the queue sorts each pod by its own, and a group
-// starts when its last pod comes.
+// priority is the lowest priority among a job's unbound pods (all its pods
+// once every one is bound; they are meant to share one): the queue sorts
+// each pod by its own, and a group starts when its last pod comes.
 func priority(j *jobRecord) int32 {
-	var out int32
-	first := true
-	for _, p := range j.pods {
-		if first || p.priority < out {
-			out, first = p.priority, false
+	lowest := func(unboundOnly bool) (int32, bool) {
+		var out int32
+		found := false
+		for _, p := range j.pods {
+			if (!unboundOnly || p.nodeName == "") && (!found || p.priority < out) {
+				out, found = p.priority, true
+			}
 		}
+		return out, found
 	}
+	if out, ok := lowest(true); ok {
+		return out
+	}
+	out, _ := lowest(false)
 	return out
 }
 

@@ -288,4 +288,11 @@ func TestAJobIsAsFarAheadAsItsLowestPriorityPod(t *testing.T) {
 	if got := r.AheadUnplaced(jobs.Key{Namespace: "default", Name: "mixed"}); len(got) != 1 {
 		t.Fatalf("AheadUnplaced(mixed) = %v, want young", got)
 	}
+	// once its low-priority pods are bound, the rest of the group sorts by its own priority
+	for _, role := range []jobs.Role{jobs.RoleServer, jobs.RoleWorker} {
+		r.Observe(testutil.MakePod().Name("mixed-"+string(role)).Job("mixed", role, 3).Created(t0).Priority(0).Node("n1").Obj())
+	}
+	if got := r.AheadUnplaced(jobs.Key{Namespace: "default", Name: "young"}); len(got) != 1 {
+		t.Fatalf("AheadUnplaced(young) = %v, want mixed: its unbound scheduler pod has priority 10", got)
+	}
 }
