@@ -394,14 +394,14 @@ func (p *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, node
 	}
 	v, _ := p.registry.View(m.Job)
 	var siblings []fwk.WaitingPod
-	roles := map[jobs.Role]int{m.Role: 1}
-	for r, n := range v.PlacedRoles {
-		roles[r] += n
+	roles := map[jobs.Role]bool{m.Role: true} // held by this pod, the placed ones and the waiting ones
+	for r := range v.PlacedRoles {
+		roles[r] = true
 	}
 	p.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
 		if o, ok := jobs.MemberOf(wp.GetPod()); ok && o.Job == m.Job && wp.GetPod().UID != pod.UID {
 			siblings = append(siblings, wp)
-			roles[o.Role]++
+			roles[o.Role] = true
 		}
 	})
 	d := core.Permit(v.Placed(), len(siblings), v.MinGroup, len(roles) == len(jobs.AllRoles))

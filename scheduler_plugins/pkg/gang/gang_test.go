@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -138,10 +137,7 @@ func TestPreEnqueue(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := jobs.NewRegistry()
-			for _, p := range tt.pods {
-				r.Observe(p)
-			}
+			r := testutil.Observed(tt.pods...)
 			pl := gang.NewWithRegistry(&fakeHandle{}, r, time.Second)
 			if got := pl.PreEnqueue(t.Context(), tt.pods[0]).Code(); got != tt.want {
 				t.Fatalf("PreEnqueue = %v, want %v", got, tt.want)
@@ -174,11 +170,7 @@ func TestPreFilterRefusesGroupsThatDoNotFit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := jobs.NewRegistry()
-			all := append(append(append([]*v1.Pod{}, tt.bound...), tt.waiting...), append(tt.pending, tt.job...)...)
-			for _, p := range all {
-				r.Observe(p)
-			}
+			r := testutil.Observed(append(append(append([]*v1.Pod{}, tt.bound...), tt.waiting...), append(tt.pending, tt.job...)...)...)
 			h := &fakeHandle{snapshot: schedcache.NewSnapshot(append(append([]*v1.Pod{}, tt.bound...), tt.waiting...), tt.nodes)}
 			for _, p := range tt.waiting {
 				h.waiting = append(h.waiting, &fakeWaiting{pod: p, state: "waiting"})
@@ -206,11 +198,8 @@ func bind(pods []*v1.Pod, nodes ...string) []*v1.Pod {
 }
 
 func TestPermitBarrier(t *testing.T) {
-	r := jobs.NewRegistry()
 	pods := jobPods("a", 5, 4) // minimum group 4, one elastic extra
-	for _, p := range pods {
-		r.Observe(p)
-	}
+	r := testutil.Observed(pods...)
 	h := &fakeHandle{}
 	pl := gang.NewWithRegistry(h, r, 7*time.Second)
 	for i := 0; i < 3; i++ {
@@ -235,11 +224,8 @@ func TestPermitBarrier(t *testing.T) {
 }
 
 func TestUnreserveReleasesTheGroup(t *testing.T) {
-	r := jobs.NewRegistry()
 	pods := append(jobPods("a", 4, 4), jobPods("b", 4, 4)...)
-	for _, p := range pods {
-		r.Observe(p)
-	}
+	r := testutil.Observed(pods...)
 	h := &fakeHandle{}
 	for _, i := range []int{0, 1, 4} {
 		h.waiting = append(h.waiting, &fakeWaiting{pod: pods[i], state: "waiting"})
@@ -302,10 +288,7 @@ func TestAJobYieldsToJobsAheadOfItThatFit(t *testing.T) {
 			for _, p := range younger {
 				p.CreationTimestamp, p.Spec.Priority = metav1.NewTime(t0.Add(time.Second)), &tt.youngerPrio
 			}
-			r := jobs.NewRegistry()
-			for _, p := range append(append([]*v1.Pod{}, older...), younger...) {
-				r.Observe(p)
-			}
+			r := testutil.Observed(append(append([]*v1.Pod{}, older...), younger...)...)
 			pod := older[0]
 			if tt.younger {
 				pod = younger[0]
@@ -340,12 +323,8 @@ func TestAGroupWaitsForItsPodThatFoundNoNode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := jobs.NewRegistry()
 			pods := jobPods("a", 4, 4)
-			for i, p := range pods {
-				p.UID = types.UID(fmt.Sprintf("uid-%d", i))
-				r.Observe(p)
-			}
+			r := testutil.Observed(pods...)
 			h := &fakeHandle{snapshot: schedcache.NewSnapshot(nil, []*v1.Node{node("n1", 4)})}
 			pl := gang.NewWithRegistry(h, r, time.Second)
 			state := framework.NewCycleState()
@@ -383,12 +362,8 @@ func TestAGroupWaitsForItsPodThatFoundNoNode(t *testing.T) {
 // A pod the minimum group can do without (an extra worker) blocks nothing: the
 // other pods make up the group, as they did before the block existed.
 func TestAnExtraPodThatFoundNoNodeBlocksNothing(t *testing.T) {
-	r := jobs.NewRegistry()
 	pods := jobPods("a", 5, 4) // pod 4 is a second worker beyond the minimum group
-	for i, p := range pods {
-		p.UID = types.UID(fmt.Sprintf("uid-%d", i))
-		r.Observe(p)
-	}
+	r := testutil.Observed(pods...)
 	pl := gang.NewWithRegistry(&fakeHandle{snapshot: schedcache.NewSnapshot(nil, []*v1.Node{node("n1", 8)})}, r, time.Second)
 	pl.PostFilter(t.Context(), framework.NewCycleState(), pods[4], nil)
 	if _, s := pl.PreFilter(t.Context(), framework.NewCycleState(), pods[0], nil); !s.IsSuccess() {
@@ -415,12 +390,8 @@ func TestPodsThatFoundNoNodeBlockTogether(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := jobs.NewRegistry()
 			pods := jobPods("a", 4, 3) // scheduler, server, two workers; group of 3
-			for i, p := range pods {
-				p.UID = types.UID(fmt.Sprintf("uid-%d", i))
-				r.Observe(p)
-			}
+			r := testutil.Observed(pods...)
 			h := &fakeHandle{snapshot: schedcache.NewSnapshot(nil, []*v1.Node{node("n1", 8)})}
 			pl := gang.NewWithRegistry(h, r, time.Second)
 			for _, i := range tt.failed {
@@ -451,18 +422,7 @@ func TestPodsThatFoundNoNodeBlockTogether(t *testing.T) {
 // to it, also once the older job's failure is older than the permit timeout
 // (its blocked siblings are refused in PreFilter, so nothing renews it).
 func TestYoungerJobDoesNotYieldToABlockedOlderJob(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	older, younger := jobPods("old", 4, 4), jobPods("young", 3, 3)
-	for i, p := range older {
-		p.CreationTimestamp, p.UID = metav1.NewTime(t0), types.UID(fmt.Sprintf("old-%d", i))
-	}
-	for _, p := range younger {
-		p.CreationTimestamp = metav1.NewTime(t0.Add(time.Second))
-	}
-	r := jobs.NewRegistry()
-	for _, p := range append(append([]*v1.Pod{}, older...), younger...) {
-		r.Observe(p)
-	}
+	older, younger, r := olderAndYounger("old", "young")
 	timeout := 20 * time.Millisecond
 	pl := gang.NewWithRegistry(&fakeHandle{snapshot: schedcache.NewSnapshot(nil, []*v1.Node{node("n1", 4)})}, r, timeout)
 	pl.PostFilter(t.Context(), framework.NewCycleState(), older[3], nil)
@@ -510,10 +470,7 @@ func TestTheMinimumGroupHasEveryRole(t *testing.T) {
 	}
 	w0, w1, w2 := pod("a-w0", jobs.RoleWorker), pod("a-w1", jobs.RoleWorker), pod("a-w2", jobs.RoleWorker)
 	sched, server := pod("z-sched", jobs.RoleScheduler), pod("z-server", jobs.RoleServer)
-	r := jobs.NewRegistry()
-	for _, p := range []*v1.Pod{w0, w1, w2, sched, server} {
-		r.Observe(p)
-	}
+	r := testutil.Observed(w0, w1, w2, sched, server)
 	h := &fakeHandle{snapshot: schedcache.NewSnapshot(nil, []*v1.Node{node("n1", 4)})}
 	pl := gang.NewWithRegistry(h, r, time.Second)
 	steps := []struct {
@@ -628,10 +585,7 @@ func TestAnExtraLeavesTheRoomAGroupAtTheBarrierNeeds(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a, b := jobPods("a", 4, 3), jobPods("b", 3, 3)
 			bind(a[:3], "n1")
-			r := jobs.NewRegistry()
-			for _, p := range append(append([]*v1.Pod{}, a...), b...) {
-				r.Observe(p)
-			}
+			r := testutil.Observed(append(append([]*v1.Pod{}, a...), b...)...)
 			h := &fakeHandle{}
 			occupied := append([]*v1.Pod{}, a[:3]...)
 			if tt.bWaiting {

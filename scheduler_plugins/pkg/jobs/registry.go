@@ -325,7 +325,7 @@ func (r *Registry) AheadUnplaced(key Key) []JobView {
 	var keys []Key
 	if me != nil {
 		for k, j := range r.jobs {
-			if k != key && ahead(j, me) && len(j.pods)-countBound(j) > 0 {
+			if k != key && len(j.pods)-countBound(j) > 0 && ahead(j, me) {
 				keys = append(keys, k)
 			}
 		}
@@ -349,24 +349,17 @@ func ahead(a, b *jobRecord) bool {
 	return OrderKey{Created: a.created, Seq: a.seq}.Less(OrderKey{Created: b.created, Seq: b.seq})
 }
 
-// priority is the lowest priority among a job's unbound pods (all its pods
-// once every one is bound; they are meant to share one): the queue sorts
-// each pod by its own, and a group starts when its last pod comes.
+// priority is the lowest priority among a job's unbound pods (they are meant
+// to share one): the queue sorts each pod by its own, and a group starts when
+// its last pod comes. Only jobs with unbound pods are compared.
 func priority(j *jobRecord) int32 {
-	lowest := func(unboundOnly bool) (int32, bool) {
-		var out int32
-		found := false
-		for _, p := range j.pods {
-			if (!unboundOnly || p.nodeName == "") && (!found || p.priority < out) {
-				out, found = p.priority, true
-			}
+	var out int32
+	found := false
+	for _, p := range j.pods {
+		if p.nodeName == "" && (!found || p.priority < out) {
+			out, found = p.priority, true
 		}
-		return out, found
 	}
-	if out, ok := lowest(true); ok {
-		return out
-	}
-	out, _ := lowest(false)
 	return out
 }
 

@@ -61,10 +61,7 @@ func TestRegistryView(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := jobs.NewRegistry()
-			for _, p := range tt.pods {
-				r.Observe(p)
-			}
+			r := testutil.Observed(tt.pods...)
 			for _, p := range tt.permit {
 				r.MarkPermitted(p)
 			}
@@ -160,10 +157,7 @@ func TestMinGroupIsTheLargestOfTheLivePods(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := jobs.NewRegistry()
-			for _, p := range tt.observe {
-				r.Observe(p)
-			}
+			r := testutil.Observed(tt.observe...)
 			for _, p := range tt.forget {
 				r.Forget(p)
 			}

@@ -71,3 +71,12 @@ func (p *PodWrapper) Terminating() *PodWrapper {
 
 // Obj returns the pod.
 func (p *PodWrapper) Obj() *v1.Pod { return p.Pod.DeepCopy() }
+
+// Observed returns a registry that has seen the pods, in order.
+func Observed(pods ...*v1.Pod) *jobs.Registry {
+	r := jobs.NewRegistry()
+	for _, p := range pods {
+		r.Observe(p)
+	}
+	return r
+}
