@@ -16,7 +16,11 @@ def cores(text: str) -> float | None:
     return None if m is None else float(m.group(1)) / (1000 if m.group(2) else 1)
 
 
-def gib(text: str) -> float | None:
-    """GiB in a memory quantity, a plain number counting as GiB; None if it is not one."""
+def gib(text: str, plain_is_bytes: bool = False) -> float | None:
+    """GiB in a memory quantity; None if it is not one. A plain number counts as GiB, as in
+    job files, or as bytes, as Kubernetes writes a node's memory (`plain_is_bytes`)."""
     m = MEMORY.fullmatch(text.strip())
-    return None if m is None else float(m.group(1)) * _GIB[m.group(2) or "Gi"]
+    if m is None:
+        return None
+    unit = m.group(2) or ("" if plain_is_bytes else "Gi")
+    return float(m.group(1)) * (_GIB[unit] if unit else 2**-30)

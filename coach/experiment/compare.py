@@ -18,8 +18,15 @@ NAMESPACE = "coach-experiment"
 
 def nodes_of(kube: Kube) -> list[tuple[float, float]]:
     """(CPU, GiB) allocatable on each node."""
-    return [(cores(str(n["status"]["allocatable"].get("cpu", "0"))) or 0.0,
-             gib(str(n["status"]["allocatable"].get("memory", "0"))) or 0.0) for n in kube.nodes()]
+    return [node_size(n) for n in kube.nodes()]
+
+
+def node_size(node: dict) -> tuple[float, float]:
+    """A Node object's allocatable (CPU, GiB); Kubernetes writes memory without a unit in bytes
+    (e.g. `--memory 7.3Gi` comes back as 7838315316)."""
+    allocatable = node["status"]["allocatable"]
+    return (cores(str(allocatable.get("cpu", "0"))) or 0.0,
+            gib(str(allocatable.get("memory", "0")), plain_is_bytes=True) or 0.0)
 
 
 def check_fits(workload: list[JobArrival], nodes: list[tuple[float, float]], source: str) -> None:

@@ -75,3 +75,13 @@ def test_the_figures_of_a_run() -> None:
     assert (s.wait_median_s, s.completion_median_s, s.makespan_s) == (1.0, 3.0, None)
     assert s.held_cpu_s == 10.0                 # 2 CPU for the whole 5 s
     assert s.busy_share == round(3 * 2 / (4 * 5), 3)
+
+
+@pytest.mark.parametrize("memory, gib", [("8Gi", 8.0), ("7838315316", 7838315316 / 2**30), ("8G", 8e9 / 2**30),
+                                         ("16318412Ki", 16318412 / 2**20)])
+def test_a_nodes_memory_reads_as_kubernetes_writes_it(memory: str, gib: float) -> None:
+    # a plain number is bytes to Kubernetes (in job files it is GiB): read as GiB, a node of
+    # 7.3Gi looked like 7.8 billion GiB and every pod "fit" it
+    from coach.experiment.compare import node_size
+
+    assert node_size({"status": {"allocatable": {"cpu": "4", "memory": memory}}}) == (4.0, pytest.approx(gib))
