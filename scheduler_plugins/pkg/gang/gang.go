@@ -50,6 +50,10 @@ type Plugin struct {
 	// yielded holds jobs whose pods yielded to a job ahead of them; they are
 	// activated when that job's group starts or fails.
 	yielded map[jobs.Key]struct{}
+	// short holds jobs whose minimum group did not fit the free room. A group
+	// released from the barrier frees room without a pod event, so they are
+	// activated then (a pod going away or a node growing wakes them anyway).
+	short map[jobs.Key]struct{}
 	// blocked holds, per job whose minimum group is not placed, the pods that
 	// found no node in the filters, with their roles. While the group cannot
 	// be made without them (core.Completable), their siblings stay out of the
@@ -68,8 +72,11 @@ const refusedKey fwk.StateKey = Name + "/refused"
 // refused says why PreFilter refused a pod. onlyThisPod: the refusal is about
 // this pod, not its job's group (the group, forming at the barrier, does not
 // need it yet; or it is an extra that leaves room to another job's group), so
-// PostFilter releases, blocks and wakes nothing for it.
-type refused struct{ onlyThisPod bool }
+// PostFilter releases, blocks and wakes nothing for it. forRoom: the group
+// does not fit the free room, or yields it to jobs ahead; the job keeps its
+// place in the queue (it is not marked failed), so once it fits, the jobs
+// behind it leave it the room even while it waits out its backoff.
+type refused struct{ onlyThisPod, forRoom bool }
 
 func (r refused) Clone() fwk.StateData { return r }
 
@@ -95,7 +102,7 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 // NewWithRegistry builds the plugin on a given handle and registry (tests).
 func NewWithRegistry(h fwk.Handle, r *jobs.Registry, timeout time.Duration) *Plugin {
 	return &Plugin{handle: h, registry: r, timeout: timeout, failed: map[jobs.Key]time.Time{},
-		yielded: map[jobs.Key]struct{}{}, blocked: map[jobs.Key]map[types.UID]jobs.Role{}}
+		yielded: map[jobs.Key]struct{}{}, short: map[jobs.Key]struct{}{}, blocked: map[jobs.Key]map[types.UID]jobs.Role{}}
 }
 
 func decodeArgs(obj runtime.Object) (Args, error) {
@@ -168,22 +175,38 @@ func (p *Plugin) activate(logger klog.Logger, list []*v1.Pod, skip *v1.Pod) {
 }
 
 // yield records that job's pods wait for others: wakeYielded activates them.
-func (p *Plugin) yield(job jobs.Key) {
+func (p *Plugin) yield(job jobs.Key) { p.note(p.yielded, job) }
+
+// note adds job to set, and drops the jobs that are gone, so the set stays
+// small even if nothing wakes it for a long time.
+func (p *Plugin) note(set map[jobs.Key]struct{}, job jobs.Key) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.yielded[job] = struct{}{}
+	for k := range set {
+		if _, ok := p.registry.View(k); !ok {
+			delete(set, k)
+		}
+	}
+	set[job] = struct{}{}
 }
 
 // wakeYielded activates the jobs that yielded to one ahead of them, or whose pods
-// waited for their group to be placed, except the job named (a job that just
-// yielded would wake itself, and spin through thousands of cycles a second).
-func (p *Plugin) wakeYielded(logger klog.Logger, except jobs.Key) {
+// waited for their group to be placed, and if a group's room was freed, those
+// short of room; except the job named (a job that just yielded would wake
+// itself, and spin through thousands of cycles a second).
+func (p *Plugin) wakeYielded(logger klog.Logger, except jobs.Key, freed bool) {
+	sets := []map[jobs.Key]struct{}{p.yielded}
+	if freed {
+		sets = append(sets, p.short)
+	}
 	p.mu.Lock()
-	keys := make([]jobs.Key, 0, len(p.yielded))
-	for k := range p.yielded {
-		if k != except {
-			keys = append(keys, k)
-			delete(p.yielded, k)
+	var keys []jobs.Key
+	for _, set := range sets {
+		for k := range set {
+			if k != except {
+				keys = append(keys, k)
+				delete(set, k)
+			}
 		}
 	}
 	p.mu.Unlock()
@@ -235,28 +258,28 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	result, status, onlyThisPod := p.preFilter(ctx, m, pod)
+	result, status, why := p.preFilter(ctx, m, pod)
 	if state != nil && status.IsRejected() {
-		state.Write(refusedKey, refused{onlyThisPod: onlyThisPod})
+		state.Write(refusedKey, why)
 	}
 	return result, status
 }
 
-func (p *Plugin) preFilter(ctx context.Context, m jobs.Member, pod *v1.Pod) (*fwk.PreFilterResult, *fwk.Status, bool) {
+func (p *Plugin) preFilter(ctx context.Context, m jobs.Member, pod *v1.Pod) (*fwk.PreFilterResult, *fwk.Status, refused) {
 	v, _ := p.registry.View(m.Job)
 	if ok, why := core.Admit(v); !ok {
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why), false
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why), refused{}
 	}
 	waiting := p.waitingByJob()
 	if v.Placed() >= v.MinGroup { // an elastic extra: placed on its own, after other jobs' minimum groups
 		if status := p.extraLeavesRoom(m.Job, pod, waiting); status != nil {
-			return nil, status, true
+			return nil, status, refused{onlyThisPod: true}
 		}
-		return nil, nil, false
+		return nil, nil, refused{}
 	}
 	if blocker := p.blockedBy(m.Job, pod); blocker != "" {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
-			"job %s: pod %s of its minimum group found no node; the group waits for it", m.Job, blocker)), false
+			"job %s: pod %s of its minimum group found no node; the group waits for it", m.Job, blocker)), refused{}
 	}
 	if !core.Needed(v, waiting[m.Job], m.Role) {
 		// e.g. the third worker of a group of 3 that has no scheduler yet: at
@@ -264,18 +287,19 @@ func (p *Plugin) preFilter(ctx context.Context, m jobs.Member, pod *v1.Pod) (*fw
 		p.yield(m.Job) // woken when the group is placed or fails
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
 			"job %s: its minimum group waits for a pod of each role (%v missing); this %s pod joins after",
-			m.Job, core.Missing(v, waiting[m.Job]), m.Role)), true
+			m.Job, core.Missing(v, waiting[m.Job]), m.Role)), refused{onlyThisPod: true}
 	}
 	demand := core.Outstanding(v, waiting[m.Job])
 	inFlight := p.inFlight(m.Job, waiting)
 	free, err := p.freeCapacity()
 	if err != nil {
-		return nil, fwk.AsStatus(err), false
+		return nil, fwk.AsStatus(err), refused{}
 	}
 	if !core.SurelyFits(free, inFlight, demand) && !core.GroupFits(free, inFlight, demand) {
 		p.release(ctx, m.Job, "minimum group does not fit")
+		p.note(p.short, m.Job)
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
-			"job %s: %d more pods of its minimum group of %d do not fit the free capacity", m.Job, len(demand), v.MinGroup)), false
+			"job %s: %d more pods of its minimum group of %d do not fit the free capacity", m.Job, len(demand), v.MinGroup)), refused{forRoom: true}
 	}
 	// The queue's order across backoff: pods leave backoff in any order, so
 	// the room that the minimum groups of jobs ahead in the queue need (of a
@@ -293,9 +317,9 @@ func (p *Plugin) preFilter(ctx context.Context, m jobs.Member, pod *v1.Pod) (*fw
 		!core.GroupFits(free, reserved, demand) {
 		p.yield(m.Job)
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
-			"job %s yields to jobs ahead of it in the queue (older, or of higher priority) whose minimum groups need the free room", m.Job)), false
+			"job %s yields to jobs ahead of it in the queue (older, or of higher priority) whose minimum groups need the free room", m.Job)), refused{forRoom: true}
 	}
-	return nil, nil, false
+	return nil, nil, refused{}
 }
 
 // extraLeavesRoom refuses an extra pod that would take room a group at the
@@ -347,11 +371,11 @@ func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.P
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	byPreFilter := false
+	byPreFilter, why := false, refused{}
 	if state != nil {
 		if data, err := state.Read(refusedKey); err == nil {
-			byPreFilter = true
-			if r, _ := data.(refused); r.onlyThisPod {
+			byPreFilter, why = true, data.(refused)
+			if why.onlyThisPod {
 				return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("job %s: this pod waits; its group is left as it is", m.Job))
 			}
 		}
@@ -359,9 +383,14 @@ func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.P
 	if !byPreFilter {
 		p.block(m.Job, pod)
 	}
-	newly := p.markFailed(m.Job) // if so, from now on it holds no room for younger jobs
-	if p.release(ctx, m.Job, "a pod of the group found no node") > 0 || !byPreFilter || newly {
-		p.wakeYielded(klog.FromContext(ctx), m.Job)
+	// A group failed for want of room keeps its place: the jobs that yielded
+	// to it get another look, since it no longer holds room now. Any other
+	// failure (the filters, the barrier) is marked, and for a timeout the job
+	// holds no room for younger ones.
+	newly := !why.forRoom && p.markFailed(m.Job)
+	released := p.release(ctx, m.Job, "a pod of the group found no node") > 0
+	if released || !byPreFilter || newly || why.forRoom {
+		p.wakeYielded(klog.FromContext(ctx), m.Job, released)
 	}
 	return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("job %s: released its waiting pods", m.Job))
 }
@@ -380,7 +409,7 @@ func (p *Plugin) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _
 	p.registry.Unpermit(pod)
 	p.markFailed(m.Job)
 	p.release(ctx, m.Job, fmt.Sprintf("pod %s was unreserved", pod.Name))
-	p.wakeYielded(klog.FromContext(ctx), jobs.Key{}) // the group's nodes are free again
+	p.wakeYielded(klog.FromContext(ctx), jobs.Key{}, true) // the group's nodes are free again
 }
 
 // Permit is the all-or-nothing barrier for the job's minimum group.
@@ -416,7 +445,7 @@ func (p *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, node
 			p.registry.MarkPermitted(wp.GetPod())
 			wp.Allow(Name)
 		}
-		p.wakeYielded(logger, jobs.Key{}) // its own pods that waited for the group are extras now
+		p.wakeYielded(logger, jobs.Key{}, false) // its own pods that waited for the group are extras now
 		logger.V(2).Info("Minimum group complete", "job", m.Job.String(), "pods", len(siblings)+1+v.Placed())
 		return nil, 0
 	default:

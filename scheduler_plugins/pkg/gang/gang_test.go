@@ -539,6 +539,65 @@ func TestAGatedJobSaysWhy(t *testing.T) {
 	}
 }
 
+// A job whose minimum group did not fit the free room keeps its place in the
+// queue: when room comes free while it waits out its backoff, a younger job
+// that would take the room yields to it. Before, the refusal marked it failed
+// for the barrier's timeout, and every younger job that fitted overtook it (a
+// 4-pod job waited 26 s behind six younger 3-pod jobs in `coach cluster
+// compare`). A job that the filters refused does not hold room.
+func TestAJobShortOfRoomKeepsItsPlace(t *testing.T) {
+	tests := []struct {
+		name    string
+		filters bool // the filters found no node for the older job's pod, not PreFilter
+		want    fwk.Code
+	}{
+		{"short of room: the younger job yields", false, fwk.Unschedulable},
+		{"refused by the filters: the younger job goes", true, fwk.Success},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			older, younger, r := olderAndYounger("a", "b") // 4 pods and 3
+			h := &fakeHandle{snapshot: schedcache.NewSnapshot(nil, []*v1.Node{node("n1", 3)})}
+			pl := gang.NewWithRegistry(h, r, 30*time.Second)
+			state := framework.NewCycleState()
+			if !tt.filters {
+				if _, s := pl.PreFilter(t.Context(), state, older[0], nil); s.IsSuccess() {
+					t.Fatal("a should not fit 3 slots")
+				}
+			}
+			pl.PostFilter(t.Context(), state, older[0], nil)
+			h.snapshot = schedcache.NewSnapshot(nil, []*v1.Node{node("n1", 4)}) // room comes free
+			if tt.filters {
+				pl.Permit(t.Context(), nil, older[0], "n1") // it passed the filters after all: no block left
+				h.waiting = nil
+			}
+			if _, s := pl.PreFilter(t.Context(), framework.NewCycleState(), younger[0], nil); s.Code() != tt.want {
+				t.Fatalf("b: PreFilter = %v, want %v", s, tt.want)
+			}
+		})
+	}
+}
+
+// A job short of room is woken when a group released from the barrier frees
+// room, which no pod event announces.
+func TestAJobShortOfRoomIsWokenWhenAGroupIsReleased(t *testing.T) {
+	older, younger, r := olderAndYounger("a", "b")
+	h := &fakeHandle{snapshot: schedcache.NewSnapshot(nil, []*v1.Node{node("n1", 3)})}
+	pl := gang.NewWithRegistry(h, r, 30*time.Second)
+	state := framework.NewCycleState()
+	if _, s := pl.PreFilter(t.Context(), state, older[0], nil); s.IsSuccess() {
+		t.Fatal("a should not fit 3 slots")
+	}
+	pl.PostFilter(t.Context(), state, older[0], nil)
+	if h.wasActivated(older[0].Name) {
+		t.Fatal("a was woken before any room came free")
+	}
+	pl.Unreserve(t.Context(), nil, younger[0], "n1") // b's group leaves the barrier
+	if !h.activatedSoon(older[0].Name) {
+		t.Fatal("a was not woken when b's group was released")
+	}
+}
+
 // A job that yielded to an older one is woken when the older one stops
 // holding room for it: here the older job no longer fits (another scheduler's
 // pod took the room, an event the younger job's queueing hint skips), so it
