@@ -1,5 +1,6 @@
 """`coach cluster up|status|down`: a local control plane on loopback (real etcd,
-kube-apiserver, default kube-scheduler and coach-scheduler, simulated nodes)."""
+kube-apiserver, default kube-scheduler and coach-scheduler, simulated nodes); `compare` runs
+a workload through both schedulers on it, `simulate` models the same without it."""
 
 from __future__ import annotations
 
@@ -58,45 +59,28 @@ FIGURES = [("finished", "jobs finished"), ("deadlocked", "jobs deadlocked (partl
            ("wait_p90_s", "wait for minimum group, p90 of started (s)"),
            ("completion_median_s", "completion time, median (s)"), ("makespan_s", "makespan (s)"),
            ("held_cpu_s", "CPU·s held by groups not started"), ("busy_share", "share of capacity used by started jobs")]
+WORKLOAD = typer.Argument(None, help="A workload file (YAML `jobs:` list of name, at, pods, min_group, cpu, memory, "
+                                     "run); default: a random one (--jobs, --seed).")
+JOBS = typer.Option(8, "--jobs", min=1, help="Jobs of the random workload.")
+GAP = typer.Option(1.0, "--gap", min=0.0, help="Mean seconds between random arrivals.")
+STALL = typer.Option(45.0, "--stall", min=1.0,
+                     help="End a run when nothing has moved for this long (s) after the last arrival and no job "
+                          "runs. Shorter than the schedulers' backoff (up to 10 s) or coach-gang's 30 s barrier "
+                          "timeout, it can end a run that would still move.")
+JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
+PLOT = typer.Option(None, "--plot", help="Also draw the runs into this file (.png, .pdf or .svg).")
 
 
 @app.command()
-def compare(workload: Optional[Path] = typer.Argument(None, help="A workload file (YAML `jobs:` list of name, "
-                                                                 "at, pods, min_group, cpu, memory, run); "
-                                                                 "default: a random one (--jobs, --seed)."),
-            jobs: int = typer.Option(8, "--jobs", min=1, help="Jobs of the random workload."),
+def compare(workload: Optional[Path] = WORKLOAD, jobs: int = JOBS,
             seed: int = typer.Option(1, "--seed", help="Seed of the random workload (same seed, same jobs)."),
-            gap: float = typer.Option(1.0, "--gap", min=0.0, help="Mean seconds between random arrivals."),
-            stall: float = typer.Option(45.0, "--stall", min=1.0,
-                                        help="End a run when nothing has moved for this long (s) after the last "
-                                             "arrival and no job runs. Shorter than the schedulers' backoff (up "
-                                             "to 10 s) or coach-gang's 30 s barrier timeout, it can end a run "
-                                             "that would still move."),
-            json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
-            plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw the runs into this file "
-                                                                     "(.png, .pdf or .svg).")) -> None:
+            gap: float = GAP, stall: float = STALL, json_out: bool = JSON, plot: Optional[Path] = PLOT) -> None:
     """Run one workload of Coach jobs through default-scheduler, then coach-gang, on the
     running control plane; compare waits, deadlocks and room held by half-placed groups."""
-    import json
-    import os
-    import sys
-
-    from coach.cli.format import plot_file
-    from coach.errors import SpecError
-    from coach.experiment import load_workload, random_workload, summarize
     from coach.experiment.compare import compare as run_both
 
-    if plot is not None:   # checked before minutes of runs, not after
-        plot = plot_file(plot, "--plot", "compare.png")
-        folder = plot.parent.resolve()
-        if not folder.is_dir() or not os.access(folder, os.W_OK):
-            raise SpecError("--plot", "", f"{folder} is not a folder this user can write to")
-    if workload is not None:
-        arrivals = load_workload(workload)
-    elif gap != gap or gap == float("inf"):
-        raise SpecError("--gap", "", f"must be a finite number of seconds, got {gap}")
-    else:
-        arrivals = random_workload(jobs, seed, mean_gap_s=gap)
+    plot = _plot_path(plot)
+    arrivals = _workload(workload, jobs, seed, gap)
     st = cluster.status()
     if not st.running or st.kubeconfig is None:
         raise cluster.ClusterError("no control plane is running: start one with `coach cluster up`")
@@ -106,6 +90,68 @@ def compare(workload: Optional[Path] = typer.Argument(None, help="A workload fil
                         progress=_progress_printer(), announce=lambda text: err.print(text, markup=False))
     finally:
         kube.close()
+    _report(arrivals, runs, f"{len(arrivals)} jobs, {workload or f'random, seed {seed}'}", json_out, plot)
+
+
+@app.command()
+def simulate(workload: Optional[Path] = WORKLOAD, jobs: int = JOBS,
+             seed: int = typer.Option(1, "--seed", help="Seed of the random workload, and of the simulation's "
+                                                        "random choices (same seed, same runs)."),
+             gap: float = GAP,
+             nodes: int = typer.Option(cluster.control_plane.DEFAULT_NODES, "--nodes", min=1, help="Nodes."),
+             cpu: str = typer.Option(cluster.control_plane.DEFAULT_CPU, "--cpu", help="CPU of each node (e.g. 4)."),
+             memory: str = typer.Option(cluster.control_plane.DEFAULT_MEMORY, "--memory",
+                                        help="Memory of each node (e.g. 8Gi; a plain number is GiB)."),
+             stall: float = STALL, json_out: bool = JSON, plot: Optional[Path] = PLOT) -> None:
+    """The same comparison as `compare`, simulated: no control plane, seconds instead of the
+    workload's real time; a model of both schedulers (docs/gang-scheduler.md says how close)."""
+    from coach.experiment.compare import check_fits
+    from coach.experiment.simulate import SCHEDULERS, simulate as run_one
+
+    plot = _plot_path(plot)
+    arrivals = _workload(workload, jobs, seed, gap)
+    shape = cluster.control_plane.node_shape(nodes, cpu, memory)
+    check_fits(arrivals, [shape], str(workload) if workload else "random workload")
+    runs = [run_one(arrivals, [shape] * nodes, s, stall_s=stall, seed=seed) for s in SCHEDULERS]
+    _report(arrivals, runs, f"{len(arrivals)} jobs, {workload or f'random, seed {seed}'}, simulated on "
+                            f"{nodes} nodes × ({shape[0]:g} CPU, {shape[1]:g} GiB)", json_out, plot)
+
+
+def _plot_path(plot: Optional[Path]) -> Optional[Path]:
+    """Checked before the runs, not after."""
+    import os
+
+    from coach.cli.format import plot_file
+    from coach.errors import SpecError
+
+    if plot is None:
+        return None
+    plot = plot_file(plot, "--plot", "compare.png")
+    folder = plot.parent.resolve()
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise SpecError("--plot", "", f"{folder} is not a folder this user can write to")
+    return plot
+
+
+def _workload(workload: Optional[Path], jobs: int, seed: int, gap: float) -> list:
+    from coach.errors import SpecError
+    from coach.experiment import load_workload, random_workload
+
+    if workload is not None:
+        return load_workload(workload)
+    if gap != gap or gap == float("inf"):
+        raise SpecError("--gap", "", f"must be a finite number of seconds, got {gap}")
+    return random_workload(jobs, seed, mean_gap_s=gap)
+
+
+def _report(arrivals: list, runs: list, title: str, json_out: bool, plot: Optional[Path]) -> None:
+    """The runs' figures as a table or JSON, then the plot (after the figures: a failed plot
+    does not lose them)."""
+    import json
+    import sys
+
+    from coach.experiment import summarize
+
     summaries = [summarize(r) for r in runs]
     if json_out:
         print(json.dumps({"workload": [j.as_dict() for j in arrivals],
@@ -115,7 +161,7 @@ def compare(workload: Optional[Path] = typer.Argument(None, help="A workload fil
                                                     for o in r.outcomes]}
                                    for s, r in zip(summaries, runs)]}, indent=1), flush=True)
     else:
-        table = Table(title=f"{len(arrivals)} jobs, {workload or f'random, seed {seed}'}")
+        table = Table(title=title)
         table.add_column("")
         for s in summaries:
             table.add_column(s.scheduler, justify="right")
@@ -123,7 +169,7 @@ def compare(workload: Optional[Path] = typer.Argument(None, help="A workload fil
             table.add_row(label, *["—" if getattr(s, key) is None else str(getattr(s, key)) for s in summaries])
         table.add_row("run ended", *[f"{r.ended} after {r.duration:.0f} s" for r in runs])
         Console(soft_wrap=True).print(table)
-    if plot is not None:   # after the figures: a failed plot does not lose them
+    if plot is not None:
         from coach.report.comparison import plot_comparison
 
         try:

@@ -185,9 +185,11 @@ def _scheduler_config(directory: Path, kubeconfig: Path, coach: bool) -> Path:
     return path
 
 
-def _validate(nodes: int, cpu: str, memory: str) -> None:
+def node_shape(nodes: int, cpu: str, memory: str) -> tuple[float, float]:
+    """A node's (CPU, GiB) from `--cpu` and `--memory`, after checking them and `--nodes`."""
     if nodes < 0 or nodes > 5000:   # 0 is a cluster whose pods all stay pending: an experiment too
         raise SpecError("--nodes", "", f"must be between 0 and 5000, got {nodes}")
+    shape = []
     for flag, value, read, example in (("--cpu", cpu, quantities.cores, "4 or 500m"),
                                        ("--memory", memory, quantities.gib, "8Gi")):
         size = read(value.strip())
@@ -195,6 +197,8 @@ def _validate(nodes: int, cpu: str, memory: str) -> None:
             raise SpecError(flag, "", f"must be a Kubernetes quantity such as {example}, got {value!r}")
         if size <= 0:
             raise SpecError(flag, "", f"must be more than 0: a node without it fits no pod, got {value!r}")
+        shape.append(size)
+    return shape[0], shape[1]
 
 
 def node_memory(memory: str) -> str:
@@ -220,7 +224,7 @@ def up(nodes: int = DEFAULT_NODES, cpu: str = DEFAULT_CPU, memory: str = DEFAULT
     `nodes` × (cpu, memory). Returns the admin kubeconfig. Idempotent: a second
     call with other sizes only reshapes the nodes; after deploy/local/build
     replaced a binary, it restarts the cluster (with fresh data)."""
-    _validate(nodes, cpu, memory)
+    node_shape(nodes, cpu, memory)
     memory = node_memory(memory)
     directory = state_dir()
     with _locked(directory):

@@ -23,6 +23,7 @@ from coach.cluster import ClusterError, Kube
 from coach.experiment.workload import JobArrival, pod_objects
 
 POLL_S = 0.25
+CREATORS = 8   # threads creating pods at once: jobs due together arrive side by side
 
 
 @dataclass
@@ -71,7 +72,7 @@ def replay(kube: Kube, workload: list[JobArrival], scheduler: str, namespace: st
     last_change, last_bound = 0.0, frozenset()
     submitted = 0
     try:
-        with ThreadPoolExecutor(8) as pool:
+        with ThreadPoolExecutor(CREATORS) as pool:
             while True:
                 now = time.monotonic() - t0
                 due = [o for o in run.outcomes[submitted:] if o.job.at <= now]
@@ -88,7 +89,7 @@ def replay(kube: Kube, workload: list[JobArrival], scheduler: str, namespace: st
                     last_bound, last_change = bound, now
                 if _advance(kube, namespace, label, by_name, bound, now):   # room was taken or freed
                     last_change = now
-                run.samples.append(_sample(run.outcomes, now))
+                run.samples.append(usage(run.outcomes, now))
                 if progress is not None:
                     progress(run, now)
                 if all(o.finished is not None for o in run.outcomes):
@@ -150,7 +151,8 @@ def _advance(kube: Kube, namespace: str, label: str, by_name: dict[str, JobOutco
     return moved
 
 
-def _sample(outcomes: list[JobOutcome], now: float) -> Sample:
+def usage(outcomes: list[JobOutcome], now: float) -> Sample:
+    """CPU bound to started jobs and to jobs not started, now."""
     busy = sum(o.bound * o.job.cpu for o in outcomes if o.started is not None and o.finished is None)
     held = sum(o.bound * o.job.cpu for o in outcomes if o.started is None)
     return Sample(now, busy, held)

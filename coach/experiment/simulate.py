@@ -1,0 +1,303 @@
+"""A discrete-event simulation of one scheduler placing a workload: the decisions that
+default-scheduler and coach-gang make on the control plane, without the control plane, so
+that a thousand jobs take seconds instead of hours and a run does not depend on the
+machine's load. It returns the same `Run` as a real replay, so the figures, table and plot
+are the same.
+
+Modelled, from kube-scheduler v1.35.4 and `scheduler_plugins/`:
+- **Pods arrive as the replay creates them**: the pods of the jobs due together, one of each
+  job in turn, by 8 threads at once, so their order is shuffled within each run of 8.
+- **Time runs in the scheduler too**: one attempt takes ATTEMPT_S (a pod bound or refused;
+  about 300 pods/s on this machine, `bench/scheduler_throughput.py`), and the pods of a
+  finished job are deleted one after another, DELETE_S apart (a delete-collection, about
+  4.5 ms a pod here). Each deletion frees room and wakes every pod that failed, while the
+  scheduler may be half-way through the pods the last one woke: room comes free piecemeal,
+  and it goes to whichever pod is next, as on the control plane. Nothing else wakes a failed
+  pod (a new pod frees no room).
+- **default-scheduler** takes pods one at a time: those whose backoff is over by the time
+  each last entered the queue, and when there are none (it pops its backoff queue when idle,
+  as v1.35 does), the others by backoff expiry (1 s after the first failure, doubling to
+  10 s, truncated to the second). So a pod that failed often comes after younger ones. A pod
+  goes to the node with room that scores best on least-allocated + balanced allocation,
+  ties picked at random (seeded), as kube-scheduler picks.
+- **coach-gang** takes jobs in FIFO order (arrival, then the workload's order; with its room
+  set aside for a job ahead that fits, the backoff order does not let younger ones by); a
+  job's minimum group (a scheduler, a server, the rest workers) is placed whole or not at
+  all — the Permit barrier, one attempt per pod — and a group that does not fit is overtaken
+  by one behind it that does (backfill); extras queue one by one once the group is placed.
+  Nodes score co-location × 10 plus the default scores.
+- **Jobs start, run and end as in `replay.py`**, which sees the cluster every POLL_S (0.25 s
+  of sleep and about 0.05 s of API calls, measured): a job's pods are created at the first
+  poll after it is due, it counts as started at the first poll after its group is bound, and
+  its pods are deleted at the first poll after its run time. When nothing can move any more
+  the run ends `stall_s` later, as a real run waits out its stall.
+
+Not modelled: the API server's and the watches' latency beyond the attempt and deletion times,
+the barrier's timeout (a simulated group never waits at it), and filters other than CPU,
+memory and pod slots.
+`bench/simulator.py` runs workloads both ways side by side.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import random
+from dataclasses import dataclass, field
+
+from coach.experiment.replay import CREATORS, JobOutcome, Run, usage
+from coach.experiment.workload import JobArrival, roles
+
+SCHEDULERS = ("default-scheduler", "coach-gang")
+POLL_S = 0.3               # the replay's loop: POLL_S of sleep and its API calls
+ATTEMPT_S = 0.003          # one scheduling attempt
+DELETE_S = 0.0045          # between the deletions of a finished job's pods
+INITIAL_BACKOFF_S = 1.0    # kube-scheduler's podInitialBackoffSeconds
+MAX_BACKOFF_S = 10.0       # and podMaxBackoffSeconds
+COLOCATION_WEIGHT = 10     # deploy/scheduler/config.yaml
+MAX_PODS = 110             # per node, as `coach cluster up` makes them
+ROLES = {"scheduler", "server", "worker"}
+# at one instant: pods created, then deleted, then the scheduler's next attempt
+_ARRIVE, _DELETE, _FINISH, _ATTEMPT = range(4)
+
+
+@dataclass
+class _Pod:
+    job: int
+    name: str
+    role: str
+    node: int | None = None
+
+
+@dataclass
+class _Item:
+    """What the scheduler tries in one go: a pod (default-scheduler), or a job's minimum group
+    or one extra (coach-gang)."""
+    pods: list[_Pod]
+    queued: tuple[float, int] = (0.0, 0)   # when it last entered the queue (ties: in order)
+    failures: int = 0
+    fifo: tuple[int, int] = (0, 0)          # coach-gang: job, then pod
+
+    def backoff_expiry(self) -> float:
+        if self.failures == 0:
+            return 0.0
+        return math.floor(self.queued[0] + min(INITIAL_BACKOFF_S * 2 ** (self.failures - 1), MAX_BACKOFF_S))
+
+
+@dataclass
+class _Queue:
+    waiting: list[_Item] = field(default_factory=list)   # active and backoff queue
+    failed: list[_Item] = field(default_factory=list)    # until a pod goes away
+
+    def pop(self, t: float, gang: bool) -> _Item:
+        """default-scheduler: the active queue by time queued, else (idle) the backoff queue
+        by expiry; coach-gang: job FIFO."""
+        def key(item: _Item) -> tuple:
+            if gang:
+                return item.fifo
+            expiry = item.backoff_expiry()
+            return (0, item.queued) if expiry <= t else (1, expiry, item.queued)
+        best = min(range(len(self.waiting)), key=lambda i: key(self.waiting[i]))
+        return self.waiting.pop(best)
+
+
+def simulate(workload: list[JobArrival], nodes: list[tuple[float, float]], scheduler: str,
+             stall_s: float = 45.0, seed: int = 0) -> Run:
+    """One scheduler's run of `workload` on nodes of (CPU, GiB). The same inputs give the
+    same run; `seed` drives the pods' creation order and the ties between equal nodes."""
+    if scheduler not in SCHEDULERS:
+        raise ValueError(f"unknown scheduler {scheduler!r}; known: {', '.join(SCHEDULERS)}")
+    return _Simulation(workload, nodes, scheduler == "coach-gang", seed).run(scheduler, stall_s)
+
+
+class _Simulation:
+    def __init__(self, workload: list[JobArrival], nodes: list[tuple[float, float]], gang: bool, seed: int):
+        self.gang = gang
+        self.rng = random.Random(seed)
+        self.outcomes = [JobOutcome(j) for j in sorted(workload, key=lambda j: j.at)]   # stable: file order
+        # millicores and MiB, as the pods request them: whole numbers, no rounding drift
+        self.size = [(round(o.job.cpu * 1000), round(o.job.memory_gib * 1024)) for o in self.outcomes]
+        self.capacity = [(round(c * 1000), round(m * 1024)) for c, m in nodes]
+        self.free = [[c, m, MAX_PODS] for c, m in self.capacity]
+        self.jobs_on: list[dict[int, int]] = [{} for _ in nodes]
+        self.pods: list[list[_Pod]] = [[] for _ in self.outcomes]
+        self.extras: list[list[_Item]] = [[] for _ in self.outcomes]   # coach-gang: queued once the group is placed
+        self.queue = _Queue()
+        self.busy = False
+        self.events: list[tuple[float, int, int, object]] = []
+        self.tick = itertools.count()
+        self.last_change = 0.0
+        for j, o in enumerate(self.outcomes):
+            self._push(_poll(o.job.at), _ARRIVE, j)
+
+    def run(self, scheduler: str, stall_s: float) -> Run:
+        run = Run(scheduler, sum(c for c, _ in self.capacity) / 1000, self.outcomes, [usage(self.outcomes, 0.0)])
+        t = 0.0
+        while self.events:
+            t, kind, _, what = heapq.heappop(self.events)
+            if kind == _ARRIVE:
+                self._arrive(what, t)
+            elif kind == _FINISH:
+                self._finish(what, t)
+            elif kind == _DELETE:
+                self._delete(what, t)
+            else:
+                self._attempt(t)
+            if not self.busy and self.queue.waiting:
+                self.busy = True
+                self._push(t, _ATTEMPT, None)
+            if run.samples[-1].t == t:   # the state after everything at this instant
+                run.samples[-1] = usage(self.outcomes, t)
+            else:
+                run.samples.append(usage(self.outcomes, t))
+        if all(o.finished is not None for o in self.outcomes):
+            run.ended, run.duration = "finished", max(o.finished for o in self.outcomes)
+        else:   # the last change, then the stall a real run waits out
+            run.ended, run.duration = "stalled", self.last_change + stall_s
+        run.samples = [s for s in run.samples if s.t <= run.duration]
+        return run
+
+    def _push(self, t: float, kind: int, what: object) -> None:
+        heapq.heappush(self.events, (t, kind, next(self.tick), what))
+
+    def _arrive(self, j: int, t: float) -> None:
+        """The pods of jobs due together are created side by side, one of each job in turn,
+        by CREATORS threads at once."""
+        due = [j] + [k for at, kind, _, k in self.events if kind == _ARRIVE and at == t]
+        self.events = [e for e in self.events if not (e[1] == _ARRIVE and e[3] in due)]
+        heapq.heapify(self.events)
+        for k in due:
+            o = self.outcomes[k]
+            o.submitted, self.last_change = t, t
+            self.pods[k] = [_Pod(k, f"{o.job.name}-{role}-{i}", role) for i, role in enumerate(roles(o.job.pods))]
+        created = [p for pods in itertools.zip_longest(*(self.pods[k] for k in due)) for p in pods if p is not None]
+        for w in range(0, len(created), CREATORS):
+            window = created[w:w + CREATORS]
+            self.rng.shuffle(window)
+            created[w:w + CREATORS] = window
+        if self.gang:   # PreEnqueue lets a job in whole; its extras wait for its group
+            for k in due:
+                group, extras = self.pods[k][:self.outcomes[k].job.min_group], self.pods[k][self.outcomes[k].job.min_group:]
+                self._enqueue(_Item(group, fifo=(k, 0)), t)
+                self.extras[k] = [_Item([p], fifo=(k, i + 1)) for i, p in enumerate(extras)]
+        else:
+            for p in created:
+                self._enqueue(_Item([p]), t)
+
+    def _enqueue(self, item: _Item, t: float) -> None:
+        item.queued = (t, next(self.tick))
+        self.queue.waiting.append(item)
+
+    def _finish(self, j: int, t: float) -> None:
+        """The job's pods are deleted one after another, in name order (a delete-collection)."""
+        o = self.outcomes[j]
+        o.finished, self.last_change = t, t
+        self.queue.waiting = [i for i in self.queue.waiting if i.pods[0].job != j]
+        self.queue.failed = [i for i in self.queue.failed if i.pods[0].job != j]
+        self.extras[j] = []
+        for p in sorted((p for p in self.pods[j] if p.node is not None), key=lambda p: p.name):
+            t += self._jitter(DELETE_S)
+            self._push(t, _DELETE, p)
+        self.pods[j] = []
+
+    def _delete(self, p: _Pod, t: float) -> None:
+        """A pod goes away: its room is free, and everything that failed is tried again."""
+        self._unbind(p)
+        self.outcomes[p.job].bound -= 1
+        self.queue.waiting += self.queue.failed
+        self.queue.failed = []
+
+    def _attempt(self, t: float) -> None:
+        item = self.queue.pop(t, self.gang)
+        j = item.pods[0].job
+        took = 1
+        if self._fits(j, len(item.pods)):
+            for p in item.pods:
+                self._bind(p, self._best_node(j), t)
+            took = len(item.pods)
+            if self.gang and item.fifo[1] == 0:   # the group is placed: its extras may come
+                for extra in self.extras[j]:
+                    self._enqueue(extra, t)
+                self.extras[j] = []
+            self._start(j, t)
+        else:
+            item.failures += 1
+            item.queued = (t, next(self.tick))
+            self.queue.failed.append(item)
+        if self.queue.waiting:
+            self._push(t + self._jitter(took * ATTEMPT_S), _ATTEMPT, None)
+        else:
+            self.busy = False
+
+    def _jitter(self, seconds: float) -> float:
+        """Attempts and deletions take their time give or take half: on the control plane
+        they vary with the load, and which pod gets freed room varies with them."""
+        return seconds * self.rng.uniform(0.5, 1.5)
+
+    def _fits(self, j: int, pods: int) -> bool:
+        """Equal pods: each node holds as many as fit by CPU, memory and slots, and placing one
+        on a node lowers that count by exactly one, so placing them one by one never gets stuck."""
+        cpu, memory = self.size[j]
+        return sum(min(c // cpu, m // memory, slots) for c, m, slots in self.free) >= pods
+
+    def _best_node(self, j: int) -> int:
+        cpu, memory = self.size[j]
+        best, best_score = [], -1
+        for n, (c, m, slots) in enumerate(self.free):
+            if c < cpu or m < memory or slots < 1:
+                continue
+            score = self._score(n, cpu, memory) + (COLOCATION_WEIGHT * self._colocation(n, j) if self.gang else 0)
+            if score > best_score:
+                best, best_score = [n], score
+            elif score == best_score:
+                best.append(n)
+        return self.rng.choice(best)
+
+    def _score(self, n: int, cpu: int, memory: int) -> int:
+        """NodeResourcesFit (least allocated) + NodeResourcesBalancedAllocation, with the pod on
+        the node, in kube-scheduler's integer arithmetic."""
+        (cap_cpu, cap_memory), (free_cpu, free_memory, _) = self.capacity[n], self.free[n]
+        used_cpu, used_memory = cap_cpu - free_cpu + cpu, cap_memory - free_memory + memory
+        least = ((cap_cpu - used_cpu) * 100 // cap_cpu + (cap_memory - used_memory) * 100 // cap_memory) // 2
+        spread = abs(min(1.0, used_cpu / cap_cpu) - min(1.0, used_memory / cap_memory)) / 2
+        return least + int((1 - spread) * 100)
+
+    def _colocation(self, n: int, j: int) -> int:
+        """CoachColocation: 100 on a node with this job's pods only, 50 on one without Coach
+        pods, 0 on one with another job's."""
+        if any(k != j for k in self.jobs_on[n]):
+            return 0
+        return 100 if j in self.jobs_on[n] else 50
+
+    def _bind(self, p: _Pod, node: int, t: float) -> None:
+        cpu, memory = self.size[p.job]
+        r = self.free[node]
+        r[0], r[1], r[2] = r[0] - cpu, r[1] - memory, r[2] - 1
+        p.node = node
+        self.jobs_on[node][p.job] = self.jobs_on[node].get(p.job, 0) + 1
+        self.outcomes[p.job].bound += 1
+        self.last_change = t
+
+    def _unbind(self, p: _Pod) -> None:
+        cpu, memory = self.size[p.job]
+        r = self.free[p.node]
+        r[0], r[1], r[2] = r[0] + cpu, r[1] + memory, r[2] + 1
+        self.jobs_on[p.node][p.job] -= 1
+        if not self.jobs_on[p.node][p.job]:
+            del self.jobs_on[p.node][p.job]
+        p.node = None
+
+    def _start(self, j: int, t: float) -> None:
+        """A job starts when its minimum group is bound with a pod of every role (seen at the
+        next poll), and ends at the first poll after its run time."""
+        o = self.outcomes[j]
+        if o.started is None and o.bound >= o.job.min_group and \
+                {p.role for p in self.pods[j] if p.node is not None} == ROLES:
+            o.started = _poll(t)
+            self._push(_poll(o.started + o.job.run), _FINISH, j)
+
+
+def _poll(t: float) -> float:
+    """The first poll of the replay at or after t."""
+    return math.ceil(t / POLL_S - 1e-9) * POLL_S

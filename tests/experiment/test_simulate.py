@@ -1,0 +1,125 @@
+"""The discrete-event simulation of both schedulers (`coach cluster simulate`): what each one
+decides for workloads whose outcome is known; tests/cluster/test_compare.py checks it against
+the real control plane on the slides' deadlock, and bench/simulator.py on random workloads."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from coach.experiment import JobArrival, random_workload, summarize
+from coach.experiment.simulate import POLL_S, simulate
+
+ROOT = Path(__file__).resolve().parents[2]
+NODES = [(4.0, 8.0)] * 2   # 8 slots of one CPU and 1 GiB
+
+
+def job(name: str, at: float = 0.0, pods: int = 4, min_group: int | None = None, run: float = 3.0,
+        cpu: float = 1.0, memory: float = 1.0) -> JobArrival:
+    return JobArrival(name, at, pods, min_group or pods, cpu, memory, run)
+
+
+SLIDES = [job(n) for n in "abcd"]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_slides_deadlock(seed: int) -> None:
+    default = simulate(SLIDES, NODES, "default-scheduler", stall_s=10, seed=seed)
+    # created side by side, the first 8 pods are the schedulers and servers of the 4 jobs
+    assert [o.state for o in default.outcomes] == ["deadlocked"] * 4
+    assert [o.bound for o in default.outcomes] == [2] * 4
+    assert default.ended == "stalled" and default.duration == pytest.approx(10, abs=0.1)
+    assert summarize(default).held_cpu_s == pytest.approx(8 * 10, abs=1)
+    gang = simulate(SLIDES, NODES, "coach-gang", stall_s=10, seed=seed)
+    s = summarize(gang)
+    assert (s.finished, s.deadlocked, s.held_cpu_s) == (4, 0, 0.0)
+    assert [o.started for o in gang.outcomes][:2] == pytest.approx([0, POLL_S])   # FIFO: the second group is bound 4 attempts later, seen at the next poll
+    assert gang.ended == "finished" and s.makespan_s == pytest.approx(6 + 2 * POLL_S)   # two rounds of 3 s, each seen a poll late
+
+
+def test_the_gang_keeps_fifo_and_backfills() -> None:
+    # a and z fill the 8 slots; b, then c, wait for 4; a's room comes free pod by pod, and b takes it
+    jobs = [job("a", run=5), job("z", run=6), job("b", 0.5), job("c", 1)]
+    a, z, b, c = simulate(jobs, NODES, "coach-gang").outcomes
+    assert b.started == pytest.approx(a.finished + POLL_S) and c.started == pytest.approx(z.finished + POLL_S)
+    # backfill: a small job behind one that cannot fit yet starts at once
+    jobs = [job("big", pods=5, run=5), job("huge", 0.5, pods=8), job("small", 1, pods=3, run=1)]
+    big, huge, small = simulate(jobs, NODES, "coach-gang").outcomes
+    assert small.started == pytest.approx(1, abs=POLL_S) and huge.started >= big.finished
+
+
+def test_elastic_extras_come_after_the_group_and_need_not_all_fit() -> None:
+    # 10 pods, a minimum group of 3, on 8 slots: the job starts, takes 8, and finishes without the other 2
+    run = simulate([job("e", pods=10, min_group=3)], NODES, "coach-gang")
+    (e,) = run.outcomes
+    assert e.state == "finished" and max(s.busy_cpu for s in run.samples) == 8
+    default = simulate([job("e", pods=10, min_group=3)], NODES, "default-scheduler")
+    assert default.outcomes[0].state == "finished"
+
+
+def test_a_default_bound_group_without_every_role_does_not_start() -> None:
+    # room for 2 of the 3 pods: whichever 2, the job lacks a role; nothing ever frees room
+    run = simulate([job("x", pods=3)], [(2.0, 8.0)], "default-scheduler", stall_s=5)
+    assert [o.state for o in run.outcomes] == ["deadlocked"] and run.outcomes[0].bound == 2
+    assert run.ended == "stalled" and run.duration == pytest.approx(5, abs=0.1)
+    assert all(s.t <= run.duration for s in run.samples)
+
+
+def test_memory_limits_placement_too() -> None:
+    # 8 CPU but only 2 pods of 3 GiB per 8 GiB node: the 5-pod group never fits, the 4-pod one does
+    jobs = [job("fat", pods=5, memory=3.0), job("slim", pods=4, memory=3.0, at=0.1)]
+    fat, slim = simulate(jobs, NODES, "coach-gang", stall_s=2).outcomes
+    assert fat.state == "waiting" and slim.state == "finished"
+
+
+def test_the_same_seed_gives_the_same_run_and_seeds_differ() -> None:
+    workload = random_workload(12, 1, mean_gap_s=0.5)
+    one, again = (simulate(workload, NODES, "default-scheduler", seed=3) for _ in range(2))
+    assert [(o.started, o.finished, o.bound) for o in one.outcomes] == \
+           [(o.started, o.finished, o.bound) for o in again.outcomes]
+    outcomes = {tuple(o.state for o in simulate(workload, NODES, "default-scheduler", seed=s).outcomes)
+                for s in range(10)}
+    assert len(outcomes) > 1   # the race for room freed piecemeal goes different ways
+    with pytest.raises(ValueError, match="unknown scheduler 'volcano'"):
+        simulate(workload, NODES, "volcano")
+
+
+def test_a_thousand_jobs_in_seconds() -> None:
+    workload = random_workload(1000, 2, mean_gap_s=0.2)
+    run = simulate(workload, [(4.0, 8.0)] * 50, "default-scheduler")
+    assert run.ended == "finished" and summarize(run).finished == 1000
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "coach.cli.main", "cluster", "simulate", *args], capture_output=True,
+                          text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+
+
+def test_the_cli(tmp_path: Path) -> None:
+    (tmp_path / "slides.yaml").write_text("jobs:\n" + "".join(f"  - {{name: {n}, pods: 4, run: 3}}\n" for n in "abcd"))
+    proc = cli(str(tmp_path / "slides.yaml"), "--stall", "10", "--json", "--plot", str(tmp_path / "s.svg"))
+    assert proc.returncode == 0, proc.stderr
+    default, gang = json.loads(proc.stdout)["runs"]
+    assert (default["finished"], default["deadlocked"], default["ended"]) == (0, 4, "stalled")
+    assert (gang["finished"], gang["ended"]) == (4, "finished")
+    assert (tmp_path / "s.svg").stat().st_size > 0
+    table = cli("--jobs", "5", "--nodes", "3")
+    assert table.returncode == 0 and "5 jobs, random, seed 1, simulated on 3 nodes × (4 CPU, 8 GiB)" in table.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--cpu", "0"], "--cpu: must be more than 0"),
+    (["--memory", "lots"], "--memory: must be a Kubernetes quantity such as 8Gi, got 'lots'"),
+    (["--cpu", "500m"], "random workload: jobs[0].cpu: a pod asks 1 CPU, more than any node has (0.5 CPU)"),
+    (["--nodes", "0"], "Invalid value for '--nodes'"),
+    (["--plot", "x.gif"], "--plot: cannot write '.gif' files"),
+])
+def test_bad_input_is_refused_before_running(args: list[str], message: str) -> None:
+    proc = cli(*args)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
