@@ -6,7 +6,9 @@ are the same.
 
 Modelled, from kube-scheduler v1.35.4 and `scheduler_plugins/`:
 - **Pods arrive as the replay creates them**: the pods of the jobs due together, one of each
-  job in turn, by 8 threads at once, so their order is shuffled within each run of 8.
+  job in turn, by 8 threads at once, each creation taking about CREATE_S (13 ms with
+  8 at once, measured here), so pods of one round can come after some of the next, and
+  the scheduler starts on the first while the last are still being made.
 - **Time runs in the scheduler too**: one attempt takes ATTEMPT_S (a pod bound or refused;
   about 300 pods/s on this machine, `bench/scheduler_throughput.py`), and the pods of a
   finished job are deleted one after another, DELETE_S apart (a delete-collection, about
@@ -52,14 +54,16 @@ from coach.experiment.workload import JobArrival, roles
 SCHEDULERS = ("default-scheduler", "coach-gang")
 POLL_S = 0.3               # the replay's loop: POLL_S of sleep and its API calls
 ATTEMPT_S = 0.003          # one scheduling attempt
+CREATE_S = 0.013           # one pod's creation, 8 at once
+JITTER = 0.46              # the spread of those times: log(p90 / median) / 1.28 of the creations
 DELETE_S = 0.0045          # between the deletions of a finished job's pods
 INITIAL_BACKOFF_S = 1.0    # kube-scheduler's podInitialBackoffSeconds
 MAX_BACKOFF_S = 10.0       # and podMaxBackoffSeconds
 COLOCATION_WEIGHT = 10     # deploy/scheduler/config.yaml
 MAX_PODS = 110             # per node, as `coach cluster up` makes them
 ROLES = {"scheduler", "server", "worker"}
-# at one instant: pods created, then deleted, then the scheduler's next attempt
-_ARRIVE, _DELETE, _FINISH, _ATTEMPT = range(4)
+# at one instant: jobs due, pods created, then deleted, then the scheduler's next attempt
+_ARRIVE, _CREATE, _DELETE, _FINISH, _ATTEMPT = range(5)
 
 
 @dataclass
@@ -123,6 +127,7 @@ class _Simulation:
         self.jobs_on: list[dict[int, int]] = [{} for _ in nodes]
         self.pods: list[list[_Pod]] = [[] for _ in self.outcomes]
         self.extras: list[list[_Item]] = [[] for _ in self.outcomes]   # coach-gang: queued once the group is placed
+        self.created = [0] * len(self.outcomes)
         self.queue = _Queue()
         self.busy = False
         self.events: list[tuple[float, int, int, object]] = []
@@ -138,6 +143,8 @@ class _Simulation:
             t, kind, _, what = heapq.heappop(self.events)
             if kind == _ARRIVE:
                 self._arrive(what, t)
+            elif kind == _CREATE:
+                self._create(what, t)
             elif kind == _FINISH:
                 self._finish(what, t)
             elif kind == _DELETE:
@@ -171,19 +178,26 @@ class _Simulation:
             o = self.outcomes[k]
             o.submitted, self.last_change = t, t
             self.pods[k] = [_Pod(k, f"{o.job.name}-{role}-{i}", role) for i, role in enumerate(roles(o.job.pods))]
-        created = [p for pods in itertools.zip_longest(*(self.pods[k] for k in due)) for p in pods if p is not None]
-        for w in range(0, len(created), CREATORS):
-            window = created[w:w + CREATORS]
-            self.rng.shuffle(window)
-            created[w:w + CREATORS] = window
-        if self.gang:   # PreEnqueue lets a job in whole; its extras wait for its group
-            for k in due:
-                group, extras = self.pods[k][:self.outcomes[k].job.min_group], self.pods[k][self.outcomes[k].job.min_group:]
-                self._enqueue(_Item(group, fifo=(k, 0)), t)
-                self.extras[k] = [_Item([p], fifo=(k, i + 1)) for i, p in enumerate(extras)]
-        else:
-            for p in created:
-                self._enqueue(_Item([p]), t)
+        threads = [t] * CREATORS
+        for p in (p for pods in itertools.zip_longest(*(self.pods[k] for k in due)) for p in pods if p is not None):
+            done = heapq.heappop(threads) + self._jitter(CREATE_S)
+            heapq.heappush(threads, done)
+            self._push(done, _CREATE, p)
+
+    def _create(self, p: _Pod, t: float) -> None:
+        """A pod exists: default-scheduler queues it; coach-gang queues a job's minimum group
+        once all its pods exist (PreEnqueue), and its extras once the group is placed."""
+        j = p.job
+        if self.outcomes[j].finished is not None:
+            return
+        if not self.gang:
+            self._enqueue(_Item([p]), t)
+            return
+        self.created[j] += 1
+        if self.created[j] == len(self.pods[j]):
+            m = self.outcomes[j].job.min_group
+            self._enqueue(_Item(self.pods[j][:m], fifo=(j, 0)), t)
+            self.extras[j] = [_Item([x], fifo=(j, i + 1)) for i, x in enumerate(self.pods[j][m:])]
 
     def _enqueue(self, item: _Item, t: float) -> None:
         item.queued = (t, next(self.tick))
@@ -231,9 +245,9 @@ class _Simulation:
             self.busy = False
 
     def _jitter(self, seconds: float) -> float:
-        """Attempts and deletions take their time give or take half: on the control plane
-        they vary with the load, and which pod gets freed room varies with them."""
-        return seconds * self.rng.uniform(0.5, 1.5)
+        """API calls and attempts vary with the load (a pod's creation here: median 13 ms, p90
+        24 ms), and which pod gets room varies with them: log-normal around the median."""
+        return seconds * self.rng.lognormvariate(0.0, JITTER)
 
     def _fits(self, j: int, pods: int) -> bool:
         """Equal pods: each node holds as many as fit by CPU, memory and slots, and placing one
