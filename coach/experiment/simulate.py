@@ -133,8 +133,9 @@ class _Simulation:
         self.events: list[tuple[float, int, int, object]] = []
         self.tick = itertools.count()
         self.last_change = 0.0
-        for j, o in enumerate(self.outcomes):
-            self._push(_poll(o.job.at), _ARRIVE, j)
+        # the jobs due at one poll come together (outcomes are in arrival order)
+        for at, due in itertools.groupby(range(len(self.outcomes)), key=lambda j: _poll(self.outcomes[j].job.at)):
+            self._push(at, _ARRIVE, list(due))
 
     def run(self, scheduler: str, stall_s: float) -> Run:
         run = Run(scheduler, sum(c for c, _ in self.capacity) / 1000, self.outcomes, [usage(self.outcomes, 0.0)])
@@ -168,12 +169,9 @@ class _Simulation:
     def _push(self, t: float, kind: int, what: object) -> None:
         heapq.heappush(self.events, (t, kind, next(self.tick), what))
 
-    def _arrive(self, j: int, t: float) -> None:
+    def _arrive(self, due: list[int], t: float) -> None:
         """The pods of jobs due together are created side by side, one of each job in turn,
         by CREATORS threads at once."""
-        due = [j] + [k for at, kind, _, k in self.events if kind == _ARRIVE and at == t]
-        self.events = [e for e in self.events if not (e[1] == _ARRIVE and e[3] in due)]
-        heapq.heapify(self.events)
         for k in due:
             o = self.outcomes[k]
             o.submitted, self.last_change = t, t

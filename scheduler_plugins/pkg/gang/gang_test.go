@@ -559,13 +559,11 @@ func TestAJobShortOfRoomKeepsItsPlace(t *testing.T) {
 			older, younger, r := olderAndYounger("a", "b") // 4 pods and 3
 			h := &fakeHandle{snapshot: schedcache.NewSnapshot(nil, []*v1.Node{node("n1", 3)})}
 			pl := gang.NewWithRegistry(h, r, 30*time.Second)
-			state := framework.NewCycleState()
-			if !tt.filters {
-				if _, s := pl.PreFilter(t.Context(), state, older[0], nil); s.IsSuccess() {
-					t.Fatal("a should not fit 3 slots")
-				}
+			if tt.filters {
+				pl.PostFilter(t.Context(), framework.NewCycleState(), older[0], nil)
+			} else {
+				refuse(t, pl, older[0], "a should not fit 3 slots")
 			}
-			pl.PostFilter(t.Context(), state, older[0], nil)
 			h.snapshot = schedcache.NewSnapshot(nil, []*v1.Node{node("n1", 4)}) // room comes free
 			if tt.filters {
 				pl.Permit(t.Context(), nil, older[0], "n1") // it passed the filters after all: no block left
@@ -584,11 +582,7 @@ func TestAJobShortOfRoomIsWokenWhenAGroupIsReleased(t *testing.T) {
 	older, younger, r := olderAndYounger("a", "b")
 	h := &fakeHandle{snapshot: schedcache.NewSnapshot(nil, []*v1.Node{node("n1", 3)})}
 	pl := gang.NewWithRegistry(h, r, 30*time.Second)
-	state := framework.NewCycleState()
-	if _, s := pl.PreFilter(t.Context(), state, older[0], nil); s.IsSuccess() {
-		t.Fatal("a should not fit 3 slots")
-	}
-	pl.PostFilter(t.Context(), state, older[0], nil)
+	refuse(t, pl, older[0], "a should not fit 3 slots")
 	if h.wasActivated(older[0].Name) {
 		t.Fatal("a was woken before any room came free")
 	}
@@ -601,23 +595,15 @@ func TestAJobShortOfRoomIsWokenWhenAGroupIsReleased(t *testing.T) {
 // A job that yielded to an older one is woken when the older one stops
 // holding room for it: here the older job no longer fits (another scheduler's
 // pod took the room, an event the younger job's queueing hint skips), so it
-// is marked failed and the younger one, which now fits, must get another try
+// holds no room and the younger one, which now fits, must get another try
 // rather than wait for an unrelated event or the queue's 5-minute flush.
 func TestAYieldedJobIsWokenWhenTheOlderOneStopsHoldingRoom(t *testing.T) {
 	older, younger, r := olderAndYounger("a", "b")
 	h := &fakeHandle{snapshot: schedcache.NewSnapshot(nil, []*v1.Node{node("n1", 6)})}
 	pl := gang.NewWithRegistry(h, r, 30*time.Second)
-	state := framework.NewCycleState()
-	if _, s := pl.PreFilter(t.Context(), state, younger[0], nil); s.IsSuccess() {
-		t.Fatal("b should yield to a")
-	}
-	pl.PostFilter(t.Context(), state, younger[0], nil)
+	refuse(t, pl, younger[0], "b should yield to a")
 	h.snapshot = schedcache.NewSnapshot(nil, []*v1.Node{node("n1", 3)}) // the room shrinks
-	state = framework.NewCycleState()
-	if _, s := pl.PreFilter(t.Context(), state, older[0], nil); s.IsSuccess() {
-		t.Fatal("a should not fit any more")
-	}
-	pl.PostFilter(t.Context(), state, older[0], nil)
+	refuse(t, pl, older[0], "a should not fit any more")
 	if !h.activatedSoon(younger[0].Name) {
 		t.Fatal("b fits now but was never woken")
 	}
@@ -683,6 +669,17 @@ func TestAnExtraLeavesTheRoomAGroupAtTheBarrierNeeds(t *testing.T) {
 
 // olderAndYounger makes an older job of 4 pods (minimum group 4) and, a second
 // later, a younger one of 3 (minimum group 3), both observed.
+// refuse runs a scheduling cycle of pod that PreFilter refuses, through
+// PostFilter, as the framework would.
+func refuse(t *testing.T, pl *gang.Plugin, pod *v1.Pod, why string) {
+	t.Helper()
+	state := framework.NewCycleState()
+	if _, s := pl.PreFilter(t.Context(), state, pod, nil); s.IsSuccess() {
+		t.Fatal(why)
+	}
+	pl.PostFilter(t.Context(), state, pod, nil)
+}
+
 func olderAndYounger(old, young string) ([]*v1.Pod, []*v1.Pod, *jobs.Registry) {
 	t0 := time.Unix(1000, 0)
 	older, younger := jobPods(old, 4, 4), jobPods(young, 3, 3)
