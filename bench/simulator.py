@@ -2,11 +2,11 @@
 
 Starts a local control plane (its own state directory, stopped at the end) of 2 nodes × 4
 CPU, 8 GiB, and for each workload — the slides' 4 jobs × 4 pods at once, then random
-workloads of 12 jobs 0.5 s apart (seeds 1..N) — runs it through both schedulers for real
-(`coach.experiment.compare`, the workload's real time) and simulates it with 20 seeds of
-the simulation's own random choices. Prints, per workload and scheduler, jobs finished /
-deadlocked / never placed, the median wait for the minimum group and the makespan, real
-beside simulated (the simulated ones as median [min–max] over the 20 seeds), and the time
+workloads of 12 jobs 0.5 s apart (seeds 1..N) — runs it through every scheduler
+(default-scheduler, bin-pack, coach-gang) for real (`coach.experiment.compare`, the
+workload's real time) and simulates it with 20 seeds of the simulation's own random choices.
+Prints, per workload and scheduler, jobs finished / deadlocked / never placed, the median
+wait for the minimum group, the makespan and the jobs split across nodes, real beside simulated (the simulated ones as median [min–max] over the 20 seeds), and the time
 each took.
 
     .venv/bin/python bench/simulator.py --workloads 3
@@ -28,11 +28,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from coach import cluster  # noqa: E402
 from coach.experiment import JobArrival, random_workload, summarize  # noqa: E402
 from coach.experiment.compare import compare  # noqa: E402
-from coach.experiment.simulate import SCHEDULERS, simulate  # noqa: E402
+from coach.experiment.schedulers import SCHEDULERS  # noqa: E402
+from coach.experiment.simulate import simulate  # noqa: E402
 
 NODES = [(4.0, 8.0)] * 2
 SIM_SEEDS = 20
-FIGURES = ("finished", "deadlocked", "waiting", "wait_median_s", "makespan_s")
+FIGURES = ("finished", "deadlocked", "waiting", "wait_median_s", "makespan_s", "split_jobs")
 
 
 def spread(values: list) -> str:
@@ -59,7 +60,7 @@ def main() -> None:
     try:
         for name, workload in workloads:
             t0 = time.monotonic()
-            real = {r.scheduler: summarize(r) for r in compare(kube, workload, name, args.stall)}
+            real = {r.scheduler: summarize(r) for r in compare(kube, workload, name, args.stall, tuple(SCHEDULERS))}
             real_s += time.monotonic() - t0
             t0 = time.monotonic()
             sims = {s: [summarize(simulate(workload, NODES, s, stall_s=args.stall, seed=k)) for k in range(SIM_SEEDS)]
@@ -76,7 +77,7 @@ def main() -> None:
         cluster.down()
         if own_dir:
             shutil.rmtree(os.environ["COACH_CLUSTER_DIR"], ignore_errors=True)
-    runs = 2 * len(workloads)
+    runs = len(SCHEDULERS) * len(workloads)
     print(f"\nreal: {real_s:.0f} s for {runs} runs ({real_s / runs:.1f} s each); simulated: {sim_s:.2f} s for "
           f"{runs * SIM_SEEDS} runs ({1000 * sim_s / (runs * SIM_SEEDS):.1f} ms each): "
           f"{(real_s / runs) / (sim_s / (runs * SIM_SEEDS)):.0f}× faster")

@@ -1,6 +1,6 @@
 """`coach cluster up|status|down`: a local control plane on loopback (real etcd,
 kube-apiserver, default kube-scheduler and coach-scheduler, simulated nodes); `compare` runs
-a workload through both schedulers on it, `simulate` models the same without it."""
+a workload through its schedulers on it, `simulate` models the same without it."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def up(nodes: int = typer.Option(cluster.control_plane.DEFAULT_NODES, "--nodes",
     """Start the control plane (or reshape the running one); the last line is the kubeconfig path."""
     kubeconfig = cluster.up(nodes=nodes, cpu=cpu, memory=memory)
     err.print(f"control plane up: {nodes} nodes × ({cpu} CPU, {cluster.control_plane.node_memory(memory)}); "
-              "schedulers: default-scheduler, coach-gang")
+              f"schedulers: {', '.join(cluster.control_plane.SCHEDULERS)}")
     print(kubeconfig)
 
 
@@ -41,6 +41,7 @@ def status() -> None:
         print(f"{name:16} {'running' if alive else 'STOPPED'}")
     print(f"{'apiserver':16} {'ready' if st.apiserver_ready else 'not ready'}")
     print(f"{'nodes':16} {st.nodes}")
+    print(f"{'schedulers':16} {', '.join(st.schedulers)}")
     print(f"{'pods':16} {st.pods} ({st.bound_pods} bound)")
     print(f"{'kubeconfig':16} {st.kubeconfig}")
     if not st.running:
@@ -58,7 +59,8 @@ FIGURES = [("finished", "jobs finished"), ("deadlocked", "jobs deadlocked (partl
            ("waiting", "jobs never placed"), ("wait_median_s", "wait for minimum group, median of started (s)"),
            ("wait_p90_s", "wait for minimum group, p90 of started (s)"),
            ("completion_median_s", "completion time, median (s)"), ("makespan_s", "makespan (s)"),
-           ("held_cpu_s", "CPU·s held by groups not started"), ("busy_share", "share of capacity used by started jobs")]
+           ("held_cpu_s", "CPU·s held by groups not started"), ("busy_share", "share of capacity used by started jobs"),
+           ("split_jobs", "jobs started across more than one node")]
 WORKLOAD = typer.Argument(None, help="A workload file (YAML `jobs:` list of name, at, pods, min_group, cpu, memory, "
                                      "run); default: a random one (--jobs, --seed).")
 JOBS = typer.Option(8, "--jobs", min=1, help="Jobs of the random workload.")
@@ -69,25 +71,36 @@ STALL = typer.Option(45.0, "--stall", min=1.0,
                           "timeout, it can end a run that would still move.")
 JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
 PLOT = typer.Option(None, "--plot", help="Also draw the runs into this file (.png, .pdf or .svg).")
+SCHEDULERS = typer.Option(None, "--schedulers", show_default=False,
+                          help="The schedulers to run, in order, comma-separated, or `all`: default-scheduler "
+                               "(spread), bin-pack, coach-gang. Default: default-scheduler,coach-gang.")
 
 
 @app.command()
 def compare(workload: Optional[Path] = WORKLOAD, jobs: int = JOBS,
             seed: int = typer.Option(1, "--seed", help="Seed of the random workload (same seed, same jobs)."),
-            gap: float = GAP, stall: float = STALL, json_out: bool = JSON, plot: Optional[Path] = PLOT) -> None:
-    """Run one workload of Coach jobs through default-scheduler, then coach-gang, on the
-    running control plane; compare waits, deadlocks and room held by half-placed groups."""
-    from coach.experiment.compare import compare as run_both
+            gap: float = GAP, stall: float = STALL, schedulers: Optional[str] = SCHEDULERS, json_out: bool = JSON,
+            plot: Optional[Path] = PLOT) -> None:
+    """Run one workload of Coach jobs through each scheduler in turn (default-scheduler, then
+    coach-gang, unless --schedulers says otherwise) on the running control plane; compare
+    waits, deadlocks, room held by half-placed groups and jobs split across nodes."""
+    from coach.experiment.compare import compare as run_all
+    from coach.experiment.schedulers import parse_schedulers
 
+    names = parse_schedulers(schedulers)
     plot = _plot_path(plot)
     arrivals = _workload(workload, jobs, seed, gap)
     st = cluster.status()
     if not st.running or st.kubeconfig is None:
         raise cluster.ClusterError("no control plane is running: start one with `coach cluster up`")
+    missing = [n for n in names if n not in st.schedulers]
+    if missing:
+        raise cluster.ClusterError(f"the running control plane has no {', '.join(missing)} scheduler (an older coach "
+                                   "started it): `coach cluster up` restarts it with every scheduler")
     kube = cluster.Kube(st.kubeconfig)
     try:
-        runs = run_both(kube, arrivals, str(workload) if workload else "random workload", stall,
-                        progress=_progress_printer(), announce=lambda text: err.print(text, markup=False))
+        runs = run_all(kube, arrivals, str(workload) if workload else "random workload", stall, names,
+                       progress=_progress_printer(), announce=lambda text: err.print(text, markup=False))
     finally:
         kube.close()
     _report(arrivals, runs, f"{len(arrivals)} jobs, {workload or f'random, seed {seed}'}", json_out, plot)
@@ -102,17 +115,20 @@ def simulate(workload: Optional[Path] = WORKLOAD, jobs: int = JOBS,
              cpu: str = typer.Option(cluster.control_plane.DEFAULT_CPU, "--cpu", help="CPU of each node (e.g. 4)."),
              memory: str = typer.Option(cluster.control_plane.DEFAULT_MEMORY, "--memory",
                                         help="Memory of each node (e.g. 8Gi; a plain number is GiB)."),
-             stall: float = STALL, json_out: bool = JSON, plot: Optional[Path] = PLOT) -> None:
+             stall: float = STALL, schedulers: Optional[str] = SCHEDULERS, json_out: bool = JSON,
+             plot: Optional[Path] = PLOT) -> None:
     """The same comparison as `compare`, simulated: no control plane, seconds instead of the
-    workload's real time; a model of both schedulers (docs/gang-scheduler.md says how close)."""
+    workload's real time; a model of the schedulers (docs/gang-scheduler.md says how close)."""
     from coach.experiment.compare import check_fits
-    from coach.experiment.simulate import SCHEDULERS, simulate as run_one
+    from coach.experiment.schedulers import parse_schedulers
+    from coach.experiment.simulate import simulate as run_one
 
+    names = parse_schedulers(schedulers)
     plot = _plot_path(plot)
     arrivals = _workload(workload, jobs, seed, gap)
     shape = cluster.control_plane.node_shape(nodes, cpu, memory)
     check_fits(arrivals, [shape], str(workload) if workload else "random workload")
-    runs = [run_one(arrivals, [shape] * nodes, s, stall_s=stall, seed=seed) for s in SCHEDULERS]
+    runs = [run_one(arrivals, [shape] * nodes, s, stall_s=stall, seed=seed) for s in names]
     _report(arrivals, runs, f"{len(arrivals)} jobs, {workload or f'random, seed {seed}'}, simulated on "
                             f"{nodes} nodes × ({shape[0]:g} CPU, {shape[1]:g} GiB)", json_out, plot)
 
@@ -157,7 +173,8 @@ def _report(arrivals: list, runs: list, title: str, json_out: bool, plot: Option
         print(json.dumps({"workload": [j.as_dict() for j in arrivals],
                           "runs": [{**s.as_dict(), "ended": r.ended, "duration_s": round(r.duration, 2),
                                     "jobs_detail": [{"name": o.job.name, "state": o.state, "submitted": o.submitted,
-                                                     "started": o.started, "finished": o.finished, "bound": o.bound}
+                                                     "started": o.started, "finished": o.finished, "bound": o.bound,
+                                                     "nodes": o.nodes}
                                                     for o in r.outcomes]}
                                    for s, r in zip(summaries, runs)]}, indent=1), flush=True)
     else:

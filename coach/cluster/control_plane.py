@@ -41,6 +41,11 @@ SCHEDULER_RBAC = REPO / "deploy" / "scheduler" / "rbac.yaml"
 # every local run checks that the least-privilege RBAC is enough
 COACH_SCHEDULER_USER = "system:serviceaccount:kube-system:coach-scheduler"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "coach-scheduler")
+# the schedulerNames pods can ask for: two profiles of the default kube-scheduler (its default,
+# and bin packing: the most allocated node that fits) and coach-scheduler's profile
+BIN_PACK = {"schedulerName": "bin-pack", "pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": {
+    "type": "MostAllocated", "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}}}]}
+SCHEDULERS = ("default-scheduler", "bin-pack", "coach-gang")
 DEFAULT_NODES = 2
 DEFAULT_CPU = "4"
 DEFAULT_MEMORY = "8Gi"
@@ -82,6 +87,8 @@ class ClusterState:
     etcd_port: int
     kubeconfig: str
     processes: list[Process] = field(default_factory=list)
+    # a state without them was written before bin-pack existed
+    schedulers: list[str] = field(default_factory=lambda: ["default-scheduler", "coach-gang"])
 
     @classmethod
     def load(cls, directory: Path) -> "ClusterState | None":
@@ -111,6 +118,7 @@ class ClusterStatus:
     nodes: int = 0
     pods: int = 0
     bound_pods: int = 0
+    schedulers: list[str] = field(default_factory=list)
 
 
 def _alive(p: Process) -> bool:
@@ -171,13 +179,14 @@ def _wait(what: str, check, timeout: float, procs: list[Process], directory: Pat
 
 
 def _scheduler_config(directory: Path, kubeconfig: Path, coach: bool) -> Path:
-    """The default scheduler gets the stock profile; coach-scheduler gets the
-    profile of deploy/scheduler/config.yaml, the one a platform team installs."""
+    """The default scheduler gets the stock profile and a bin-packing one (all profiles of one
+    binary share its queue, which both use as it is); coach-scheduler gets the profile of
+    deploy/scheduler/config.yaml, the one a platform team installs."""
     if coach:
         cfg = yaml.safe_load(SCHEDULER_CONFIG.read_text())
     else:
         cfg = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
-               "profiles": [{"schedulerName": "default-scheduler"}]}
+               "profiles": [{"schedulerName": "default-scheduler"}, BIN_PACK]}
     cfg["clientConnection"] = {"kubeconfig": str(kubeconfig), "qps": 200, "burst": 400}
     cfg["leaderElection"] = {"leaderElect": False}
     path = directory / ("coach-scheduler.yaml" if coach else "kube-scheduler.yaml")
@@ -223,14 +232,15 @@ def up(nodes: int = DEFAULT_NODES, cpu: str = DEFAULT_CPU, memory: str = DEFAULT
     """Starts the control plane, or reuses the running one, and makes its nodes
     `nodes` × (cpu, memory). Returns the admin kubeconfig. Idempotent: a second
     call with other sizes only reshapes the nodes; after deploy/local/build
-    replaced a binary, it restarts the cluster (with fresh data)."""
+    replaced a binary, or when the running one lacks a scheduler of SCHEDULERS, it restarts
+    the cluster (with fresh data)."""
     node_shape(nodes, cpu, memory)
     memory = node_memory(memory)
     directory = state_dir()
     with _locked(directory):
         state = ClusterState.load(directory)
-        if state and len(state.processes) == len(COMPONENTS) and all(_alive(p) and not _rebuilt(p)
-                                                                     for p in state.processes):
+        if state and len(state.processes) == len(COMPONENTS) and state.schedulers == list(SCHEDULERS) and \
+                all(_alive(p) and not _rebuilt(p) for p in state.processes):
             kube = Kube(Path(state.kubeconfig))
             try:
                 # a loaded machine can keep /readyz waiting; a running cluster and its data are kept
@@ -272,7 +282,7 @@ def _start_all(directory: Path, nodes: int, cpu: str, memory: str) -> Path:
     etcd_port, etcd_peer, api_port = _free_port(), _free_port(), _free_port()
     server = f"https://127.0.0.1:{api_port}"
     state = ClusterState(nodes=nodes, cpu=cpu, memory=memory, apiserver_port=api_port, etcd_port=etcd_port,
-                         kubeconfig=str(directory / "kubeconfig"))
+                         kubeconfig=str(directory / "kubeconfig"), schedulers=list(SCHEDULERS))
     try:
         state.processes.append(_start(directory, "etcd", [
             "--name=coach", f"--data-dir={directory / 'etcd'}",
@@ -357,7 +367,7 @@ def status() -> ClusterStatus:
     if state is None:
         return ClusterStatus(running=False, state_dir=directory)
     st = ClusterStatus(running=False, state_dir=directory, kubeconfig=Path(state.kubeconfig),
-                       components={p.name: _alive(p) for p in state.processes})
+                       components={p.name: _alive(p) for p in state.processes}, schedulers=state.schedulers)
     if st.components.get("kube-apiserver"):
         kube = Kube(Path(state.kubeconfig))
         try:

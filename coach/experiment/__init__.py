@@ -6,7 +6,8 @@ workload.py   the jobs: a workload file, or a random one from a seed
 replay.py     one scheduler's run: submit on time, start a job once its minimum group is bound,
               end it after its run time, stop when nothing moves any more
 summary.py    the figures of a run
-compare.py    both schedulers in turn on one control plane
+schedulers.py the placement policies compared: default-scheduler (spread), bin-pack, coach-gang
+compare.py    the schedulers in turn on one control plane
 simulate.py   one scheduler's run as a discrete-event model, without a control plane
 """
 

@@ -9,10 +9,10 @@ from typing import Callable
 from coach.cluster import Kube
 from coach.errors import SpecError
 from coach.experiment.replay import Run, clear, replay
+from coach.experiment.schedulers import DEFAULT
 from coach.experiment.workload import JobArrival
 from coach.quantities import cores, gib
 
-SCHEDULERS = ("default-scheduler", "coach-gang")
 NAMESPACE = "coach-experiment"
 
 
@@ -43,7 +43,7 @@ def check_fits(workload: list[JobArrival], nodes: list[tuple[float, float]], sou
 
 
 def compare(kube: Kube, workload: list[JobArrival], source: str, stall_s: float,
-            progress: Callable[[Run, float], None] | None = None,
+            schedulers: tuple[str, ...] = DEFAULT, progress: Callable[[Run, float], None] | None = None,
             announce: Callable[[str], None] = lambda _: None) -> list[Run]:
     nodes = nodes_of(kube)
     check_fits(workload, nodes, source)
@@ -53,7 +53,7 @@ def compare(kube: Kube, workload: list[JobArrival], source: str, stall_s: float,
         clear(kube, NAMESPACE, "coach.experiment")
     capacity = sum(c for c, _ in nodes)
     runs = []
-    for scheduler in SCHEDULERS:
+    for scheduler in schedulers:
         announce(f"{scheduler}: {len(workload)} jobs on {len(nodes)} nodes ({capacity:g} CPU)")
         runs.append(replay(kube, workload, scheduler, NAMESPACE, capacity, stall_s=stall_s, progress=progress))
     return runs

@@ -33,6 +33,7 @@ class JobOutcome:
     started: float | None = None    # minimum group bound
     finished: float | None = None   # its pods deleted after `run` seconds
     bound: int = 0                  # pods bound when the run ended (0 once finished)
+    nodes: int | None = None        # nodes its pods were on when it started
 
     @property
     def state(self) -> str:
@@ -69,7 +70,7 @@ def replay(kube: Kube, workload: list[JobArrival], scheduler: str, namespace: st
     if timeout_s is None:   # the jobs one after another, with room for slow scheduling: a livelock ends too
         timeout_s = max(j.at for j in workload) + 2 * sum(j.run for j in workload) + stall_s + 300
     t0 = time.monotonic()
-    last_change, last_bound = 0.0, frozenset()
+    last_change, last_bound = 0.0, {}
     submitted = 0
     try:
         with ThreadPoolExecutor(CREATORS) as pool:
@@ -83,8 +84,8 @@ def replay(kube: Kube, workload: list[JobArrival], scheduler: str, namespace: st
                         o.submitted = now
                     submitted += len(due)
                     last_change = now
-                bound = frozenset(p["metadata"]["name"] for p in kube.pods(namespace, f"coach.experiment={label}")
-                                  if p["spec"].get("nodeName"))
+                bound = {p["metadata"]["name"]: p["spec"]["nodeName"]
+                         for p in kube.pods(namespace, f"coach.experiment={label}") if p["spec"].get("nodeName")}
                 if bound != last_bound:
                     last_bound, last_change = bound, now
                 if _advance(kube, namespace, label, by_name, bound, now):   # room was taken or freed
@@ -128,23 +129,25 @@ def _interleave(groups: list[list[dict]]) -> list[dict]:
     return [g[i] for i in range(max(map(len, groups))) for g in groups if i < len(g)]
 
 
-def _advance(kube: Kube, namespace: str, label: str, by_name: dict[str, JobOutcome], bound: frozenset[str],
+def _advance(kube: Kube, namespace: str, label: str, by_name: dict[str, JobOutcome], bound: dict[str, str],
              now: float) -> bool:
     """Start the jobs whose minimum group is bound, finish those whose run time is over; true
-    if any did."""
+    if any did. `bound` maps pod names to their nodes."""
     moved = False
     roles: dict[str, set[str]] = {}
+    nodes: dict[str, set[str]] = {}
     counts: Counter = Counter()
-    for name in bound:
+    for name, node in bound.items():
         job, role, _ = name.rsplit("-", 2)
         roles.setdefault(job, set()).add(role)
+        nodes.setdefault(job, set()).add(node)
         counts[job] += 1
     for name, o in by_name.items():
         if o.finished is not None:
             continue
         o.bound = counts[name]
         if o.started is None and o.bound >= o.job.min_group and len(roles.get(name, ())) == 3:
-            o.started, moved = now, True
+            o.started, o.nodes, moved = now, len(nodes[name]), True
         if o.started is not None and now >= o.started + o.job.run:
             kube.delete_pods(namespace, selector=f"coach.experiment={label},coach.io/job={name}")
             o.finished, o.bound, moved = now, 0, True

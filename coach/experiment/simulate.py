@@ -1,7 +1,7 @@
 """A discrete-event simulation of one scheduler placing a workload: the decisions that
-default-scheduler and coach-gang make on the control plane, without the control plane, so
-that a thousand jobs take seconds instead of hours and a run does not depend on the
-machine's load. It returns the same `Run` as a real replay, so the figures, table and plot
+default-scheduler, bin-pack and coach-gang make on the control plane, without the control
+plane, so that a thousand jobs take seconds instead of hours and a run does not depend on
+the machine's load. It returns the same `Run` as a real replay, so the figures, table and plot
 are the same.
 
 Modelled, from kube-scheduler v1.35.4 and `scheduler_plugins/`:
@@ -12,9 +12,10 @@ Modelled, from kube-scheduler v1.35.4 and `scheduler_plugins/`:
 - **Time runs in the scheduler too**: one attempt takes ATTEMPT_S (a pod bound or refused;
   about 300 pods/s on this machine, `bench/scheduler_throughput.py`), and the pods of a
   finished job are deleted one after another, DELETE_S apart (a delete-collection, about
-  4.5 ms a pod here). Each deletion frees room and wakes every pod that failed, while the
-  scheduler may be half-way through the pods the last one woke: room comes free piecemeal,
-  and it goes to whichever pod is next, as on the control plane. Nothing else wakes a failed
+  4.5 ms a pod here; of jobs that end at the same poll, one job after the other). Each
+  deletion frees room and wakes every pod that failed, while the scheduler may be half-way
+  through the pods the last one woke: room comes free piecemeal, and it goes to whichever
+  pod is next, as on the control plane. Nothing else wakes a failed
   pod (a new pod frees no room).
 - **default-scheduler** takes pods one at a time: those whose backoff is over by the time
   each last entered the queue, and when there are none (it pops its backoff queue when idle,
@@ -22,6 +23,7 @@ Modelled, from kube-scheduler v1.35.4 and `scheduler_plugins/`:
   10 s, truncated to the second). So a pod that failed often comes after younger ones. A pod
   goes to the node with room that scores best on least-allocated + balanced allocation,
   ties picked at random (seeded), as kube-scheduler picks.
+- **bin-pack** is the same scheduler with most-allocated instead of least-allocated scoring.
 - **coach-gang** takes jobs in FIFO order (arrival, then the workload's order; with its room
   set aside for a job ahead that fits, the backoff order does not let younger ones by); a
   job's minimum group (a scheduler, a server, the rest workers) is placed whole or not at
@@ -49,9 +51,9 @@ import random
 from dataclasses import dataclass, field
 
 from coach.experiment.replay import CREATORS, JobOutcome, Run, usage
+from coach.experiment.schedulers import SCHEDULERS
 from coach.experiment.workload import JobArrival, roles
 
-SCHEDULERS = ("default-scheduler", "coach-gang")
 POLL_S = 0.3               # the replay's loop: POLL_S of sleep and its API calls
 ATTEMPT_S = 0.003          # one scheduling attempt
 CREATE_S = 0.013           # one pod's creation, 8 at once
@@ -76,8 +78,8 @@ class _Pod:
 
 @dataclass
 class _Item:
-    """What the scheduler tries in one go: a pod (default-scheduler), or a job's minimum group
-    or one extra (coach-gang)."""
+    """What the scheduler tries in one go: a pod (default-scheduler, bin-pack), or a job's
+    minimum group or one extra (coach-gang)."""
     pods: list[_Pod]
     queued: tuple[float, int] = (0.0, 0)   # when it last entered the queue (ties: in order)
     failures: int = 0
@@ -95,8 +97,8 @@ class _Queue:
     failed: list[_Item] = field(default_factory=list)    # until a pod goes away
 
     def pop(self, t: float, gang: bool) -> _Item:
-        """default-scheduler: the active queue by time queued, else (idle) the backoff queue
-        by expiry; coach-gang: job FIFO."""
+        """kube-scheduler: the active queue by time queued, else (idle) the backoff queue by
+        expiry; coach-gang: job FIFO."""
         def key(item: _Item) -> tuple:
             if gang:
                 return item.fifo
@@ -112,12 +114,13 @@ def simulate(workload: list[JobArrival], nodes: list[tuple[float, float]], sched
     same run; `seed` drives the pods' creation order and the ties between equal nodes."""
     if scheduler not in SCHEDULERS:
         raise ValueError(f"unknown scheduler {scheduler!r}; known: {', '.join(SCHEDULERS)}")
-    return _Simulation(workload, nodes, scheduler == "coach-gang", seed).run(scheduler, stall_s)
+    return _Simulation(workload, nodes, scheduler, seed).run(stall_s)
 
 
 class _Simulation:
-    def __init__(self, workload: list[JobArrival], nodes: list[tuple[float, float]], gang: bool, seed: int):
-        self.gang = gang
+    def __init__(self, workload: list[JobArrival], nodes: list[tuple[float, float]], scheduler: str, seed: int):
+        self.scheduler = scheduler
+        self.gang, self.pack = scheduler == "coach-gang", scheduler == "bin-pack"
         self.rng = random.Random(seed)
         self.outcomes = [JobOutcome(j) for j in sorted(workload, key=lambda j: j.at)]   # stable: file order
         # millicores and MiB, as the pods request them: whole numbers, no rounding drift
@@ -130,6 +133,7 @@ class _Simulation:
         self.created = [0] * len(self.outcomes)
         self.queue = _Queue()
         self.busy = False
+        self.deleting = 0.0   # the replay's deletions are under way until then
         self.events: list[tuple[float, int, int, object]] = []
         self.tick = itertools.count()
         self.last_change = 0.0
@@ -137,8 +141,8 @@ class _Simulation:
         for at, due in itertools.groupby(range(len(self.outcomes)), key=lambda j: _poll(self.outcomes[j].job.at)):
             self._push(at, _ARRIVE, list(due))
 
-    def run(self, scheduler: str, stall_s: float) -> Run:
-        run = Run(scheduler, sum(c for c, _ in self.capacity) / 1000, self.outcomes, [usage(self.outcomes, 0.0)])
+    def run(self, stall_s: float) -> Run:
+        run = Run(self.scheduler, sum(c for c, _ in self.capacity) / 1000, self.outcomes, [usage(self.outcomes, 0.0)])
         t = 0.0
         while self.events:
             t, kind, _, what = heapq.heappop(self.events)
@@ -183,7 +187,7 @@ class _Simulation:
             self._push(done, _CREATE, p)
 
     def _create(self, p: _Pod, t: float) -> None:
-        """A pod exists: default-scheduler queues it; coach-gang queues a job's minimum group
+        """A pod exists: kube-scheduler queues it; coach-gang queues a job's minimum group
         once all its pods exist (PreEnqueue), and its extras once the group is placed."""
         j = p.job
         if self.outcomes[j].finished is not None:
@@ -202,16 +206,18 @@ class _Simulation:
         self.queue.waiting.append(item)
 
     def _finish(self, j: int, t: float) -> None:
-        """The job's pods are deleted one after another, in name order (a delete-collection)."""
+        """The job's pods are deleted one after another, in name order (a delete-collection),
+        after those of jobs that finished at the same poll: the replay deletes job after job."""
         o = self.outcomes[j]
         o.finished, self.last_change = t, t
         self.queue.waiting = [i for i in self.queue.waiting if i.pods[0].job != j]
         self.queue.failed = [i for i in self.queue.failed if i.pods[0].job != j]
         self.extras[j] = []
+        t = max(t, self.deleting)
         for p in sorted((p for p in self.pods[j] if p.node is not None), key=lambda p: p.name):
             t += self._jitter(DELETE_S)
             self._push(t, _DELETE, p)
-        self.pods[j] = []
+        self.pods[j], self.deleting = [], t
 
     def _delete(self, p: _Pod, t: float) -> None:
         """A pod goes away: its room is free, and everything that failed is tried again."""
@@ -267,13 +273,17 @@ class _Simulation:
         return self.rng.choice(best)
 
     def _score(self, n: int, cpu: int, memory: int) -> int:
-        """NodeResourcesFit (least allocated) + NodeResourcesBalancedAllocation, with the pod on
-        the node, in kube-scheduler's integer arithmetic."""
+        """NodeResourcesFit (least allocated, or most allocated for bin-pack) +
+        NodeResourcesBalancedAllocation, with the pod on the node, in kube-scheduler's integer
+        arithmetic."""
         (cap_cpu, cap_memory), (free_cpu, free_memory, _) = self.capacity[n], self.free[n]
         used_cpu, used_memory = cap_cpu - free_cpu + cpu, cap_memory - free_memory + memory
-        least = ((cap_cpu - used_cpu) * 100 // cap_cpu + (cap_memory - used_memory) * 100 // cap_memory) // 2
+        if self.pack:
+            fit = (used_cpu * 100 // cap_cpu + used_memory * 100 // cap_memory) // 2
+        else:
+            fit = ((cap_cpu - used_cpu) * 100 // cap_cpu + (cap_memory - used_memory) * 100 // cap_memory) // 2
         spread = abs(min(1.0, used_cpu / cap_cpu) - min(1.0, used_memory / cap_memory)) / 2
-        return least + int((1 - spread) * 100)
+        return fit + int((1 - spread) * 100)
 
     def _colocation(self, n: int, j: int) -> int:
         """CoachColocation: 100 on a node with this job's pods only, 50 on one without Coach
@@ -306,7 +316,7 @@ class _Simulation:
         o = self.outcomes[j]
         if o.started is None and o.bound >= o.job.min_group and \
                 {p.role for p in self.pods[j] if p.node is not None} == ROLES:
-            o.started = _poll(t)
+            o.started, o.nodes = _poll(t), len({p.node for p in self.pods[j] if p.node is not None})
             self._push(_poll(o.started + o.job.run), _FINISH, j)
 
 

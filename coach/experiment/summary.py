@@ -1,6 +1,7 @@
 """The figures of one run: how many jobs finished or deadlocked, how long jobs waited for
-their minimum group, how long they took in all, and how much room was held by groups that
-had not started (what a gang scheduler exists to avoid)."""
+their minimum group, how long they took in all, how much room was held by groups that
+had not started (what a gang scheduler exists to avoid), and how many jobs were split
+across nodes (what co-location and bin packing avoid)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ class Summary:
     held_cpu_s: float        # CPU-seconds bound to pods of jobs that had not started, until the run
     #                          ended (a deadlock holds its room for good: this grows with --stall)
     busy_share: float        # CPU-seconds of started jobs / (capacity × run time)
-
+    split_jobs: int          # jobs that started with their pods on more than one node: their
+    #                          workers and servers talk over the network, not loopback
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -49,7 +51,8 @@ def summarize(run: Run) -> Summary:
         makespan_s=_round(max(o.finished for o in run.outcomes) - min(o.submitted for o in run.outcomes))
         if everyone else None,
         held_cpu_s=round(held, 1),
-        busy_share=round(busy / (run.capacity_cpu * run.duration), 3) if run.duration > 0 else 0.0)
+        busy_share=round(busy / (run.capacity_cpu * run.duration), 3) if run.duration > 0 else 0.0,
+        split_jobs=sum(1 for o in run.outcomes if o.nodes is not None and o.nodes > 1))
 
 
 def _round(x: float) -> float:

@@ -37,6 +37,7 @@ def test_up_is_idempotent_and_prints_the_kubeconfig_last(control_plane: Path) ->
     assert status.returncode == 0, status.stdout + status.stderr
     assert "coach-scheduler  running" in status.stdout
     assert "nodes            3" in status.stdout
+    assert "schedulers       default-scheduler, bin-pack, coach-gang" in status.stdout
     # any client with nothing but the kubeconfig
     k = Kube(control_plane)
     try:
@@ -140,6 +141,26 @@ def test_two_ups_at_once_through_a_symlinked_binary_folder(tmp_path: Path) -> No
     finally:
         down = run("down", env=env)
     assert down.returncode == 0 and "coach-scheduler" in down.stdout, down.stdout + down.stderr
+
+
+def test_a_cluster_an_older_coach_started_is_restarted_with_every_scheduler(tmp_path: Path) -> None:
+    """A control plane started before the bin-pack profile existed has no scheduler for
+    bin-pack pods: `compare` says so instead of leaving them pending, and `up` restarts it."""
+    env = {"COACH_CLUSTER_DIR": str(tmp_path)}
+    try:
+        assert run("up", "--nodes", "1", env=env).returncode == 0
+        state = json.loads((tmp_path / "state.json").read_text())
+        del state["schedulers"]   # as an older coach wrote it
+        (tmp_path / "state.json").write_text(json.dumps(state))
+        assert "schedulers       default-scheduler, coach-gang\n" in run("status", env=env).stdout
+        proc = run("compare", "--schedulers", "bin-pack", env=env)
+        assert proc.returncode == 1 and "the running control plane has no bin-pack scheduler (an older coach " \
+            "started it): `coach cluster up` restarts it with every scheduler" in proc.stderr, proc.stderr
+        assert run("up", "--nodes", "1", env=env).returncode == 0
+        assert _pids(tmp_path) != [p["pid"] for p in state["processes"]]
+        assert "schedulers       default-scheduler, bin-pack, coach-gang" in run("status", env=env).stdout
+    finally:
+        assert run("down", env=env).returncode == 0
 
 
 def test_relative_state_and_binary_folders_are_read_from_the_callers_folder(tmp_path: Path) -> None:

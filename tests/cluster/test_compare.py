@@ -1,4 +1,4 @@
-"""`coach cluster compare` as an experimenter runs it: one workload through both schedulers
+"""`coach cluster compare` as an experimenter runs it: one workload through the schedulers
 on the real control plane."""
 
 from __future__ import annotations
@@ -41,8 +41,40 @@ def assert_the_slides(default: dict, gang: dict) -> None:
     # (rarely a job's last pods are created before another's first ones, and that one job gets through)
     assert default["finished"] <= 1 and default["deadlocked"] >= 3 and default["ended"] == "stalled", default
     assert default["held_cpu_s"] >= 8 * 10
-    # the gang places two whole jobs, then the other two when they end
+    # the gang places two whole jobs, then the other two when they end, each on a node of its own
     assert (gang["finished"], gang["deadlocked"], gang["waiting"], gang["ended"]) == (4, 0, 0, "finished")
+    assert gang["split_jobs"] == 0, gang
+
+
+PLACEMENT = """# fragmentation: on 4 nodes × 4 CPU, a job of 3 pods × 1 CPU, then one of 3 pods × 4 CPU (3 whole nodes)
+jobs:
+  - {name: small, at: 0, pods: 3, run: 4}
+  - {name: big, at: 1, pods: 3, cpu: 4, run: 1}
+"""
+
+
+def test_spread_pack_and_gang_place_jobs_differently(workload: Workload, tmp_path: Path) -> None:
+    workload.reset(nodes=4, cpu="4", memory="8Gi")
+    (tmp_path / "placement.yaml").write_text(PLACEMENT)
+    proc = run("compare", str(tmp_path / "placement.yaml"), "--schedulers", "all", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert_placement(json.loads(proc.stdout)["runs"])
+    sim = run("simulate", str(tmp_path / "placement.yaml"), "--nodes", "4", "--schedulers", "all", "--json")
+    assert sim.returncode == 0, sim.stderr
+    assert_placement(json.loads(sim.stdout)["runs"])
+
+
+def assert_placement(runs: list[dict]) -> None:
+    assert [r["scheduler"] for r in runs] == ["default-scheduler", "bin-pack", "coach-gang"]
+    assert all((r["finished"], r["ended"]) == (2, "finished") for r in runs), runs
+    jobs = {r["scheduler"]: {j["name"]: j for j in r["jobs_detail"]} for r in runs}
+    # least allocated sends each next pod to an emptier node: the small job takes 3 nodes, and the big one
+    # waits for it to end; most allocated and co-location keep it on one node, and the big one starts at once
+    assert {s: [j["small"]["nodes"], j["big"]["nodes"]] for s, j in jobs.items()} == \
+        {"default-scheduler": [3, 3], "bin-pack": [1, 3], "coach-gang": [1, 3]}, jobs
+    assert [r["split_jobs"] for r in runs] == [2, 1, 1]
+    wait = {s: j["big"]["started"] - j["big"]["submitted"] for s, j in jobs.items()}
+    assert wait["default-scheduler"] > 2.5 and wait["bin-pack"] < 1.5 and wait["coach-gang"] < 1.5, wait
 
 
 def test_compare_refuses_bad_input_before_running(workload: Workload, tmp_path: Path) -> None:
@@ -57,7 +89,10 @@ def test_compare_refuses_bad_input_before_running(workload: Workload, tmp_path: 
     assert bad.returncode == 2 and "--plot: cannot write '.gif' files" in bad.stderr, bad.stderr
     nowhere = run("compare", "--plot", str(tmp_path / "no" / "such" / "c.png"))
     assert nowhere.returncode == 2 and "is not a folder this user can write to" in nowhere.stderr, nowhere.stderr
-    assert "Traceback" not in big.stderr + memory.stderr + bad.stderr + nowhere.stderr
+    unknown = run("compare", "--schedulers", "default-scheduler,tetris")
+    assert unknown.returncode == 2 and "--schedulers: unknown scheduler 'tetris'; known: default-scheduler, " \
+        "bin-pack, coach-gang, or all" in unknown.stderr, unknown.stderr
+    assert "Traceback" not in big.stderr + memory.stderr + bad.stderr + nowhere.stderr + unknown.stderr
 
 
 def test_compare_without_a_control_plane(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The discrete-event simulation of both schedulers (`coach cluster simulate`): what each one
+"""The discrete-event simulation of the schedulers (`coach cluster simulate`): what each one
 decides for workloads whose outcome is known; tests/cluster/test_compare.py checks it against
 the real control plane on the slides' deadlock, and bench/simulator.py on random workloads."""
 
@@ -28,8 +28,9 @@ SLIDES = [job(n) for n in "abcd"]
 
 
 @pytest.mark.parametrize("seed", range(10))
-def test_the_slides_deadlock(seed: int) -> None:
-    default = simulate(SLIDES, NODES, "default-scheduler", stall_s=10, seed=seed)
+@pytest.mark.parametrize("pod_by_pod", ["default-scheduler", "bin-pack"])
+def test_the_slides_deadlock(seed: int, pod_by_pod: str) -> None:
+    default = simulate(SLIDES, NODES, pod_by_pod, stall_s=10, seed=seed)
     # created side by side, the first pods to come are the schedulers and servers of the 4 jobs: the
     # 8 slots are held by groups that never start (a late creation may leave one job with none)
     s = summarize(default)
@@ -56,6 +57,22 @@ def test_the_gang_keeps_fifo_and_backfills() -> None:
     jobs = [job("big", pods=5, run=5), job("huge", 0.5, pods=8), job("small", 1, pods=3, run=1)]
     big, huge, small = simulate(jobs, NODES, "coach-gang").outcomes
     assert small.started == pytest.approx(1, abs=2 * POLL_S) and huge.started >= big.finished
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_bin_packing_leaves_whole_nodes_for_a_big_job(seed: int) -> None:
+    # 3 pods × 1 CPU, then 3 pods × 4 CPU on 4 nodes × 4 CPU: spread, the small job takes 3 nodes and
+    # the big one waits for it; packed (or co-located), it takes one node and the big one starts at once
+    jobs = [job("small", pods=3, run=4), job("big", 1, pods=3, cpu=4, run=1)]
+    runs = {s: simulate(jobs, [(4.0, 8.0)] * 4, s, seed=seed) for s in ("default-scheduler", "bin-pack", "coach-gang")}
+    assert {s: [o.nodes for o in r.outcomes] for s, r in runs.items()} == \
+        {"default-scheduler": [3, 3], "bin-pack": [1, 3], "coach-gang": [1, 3]}
+    small, big = runs["default-scheduler"].outcomes
+    assert big.started >= small.finished
+    for packed in ("bin-pack", "coach-gang"):
+        small, big = runs[packed].outcomes
+        assert big.started - big.submitted <= 2 * POLL_S
+    assert [summarize(r).split_jobs for r in runs.values()] == [2, 1, 1]
 
 
 def test_elastic_extras_come_after_the_group_and_need_not_all_fit() -> None:
@@ -123,6 +140,9 @@ def test_the_cli(tmp_path: Path) -> None:
     (["--cpu", "500m"], "random workload: jobs[0].cpu: a pod asks 1 CPU, more than any node has (0.5 CPU)"),
     (["--nodes", "0"], "Invalid value for '--nodes'"),
     (["--plot", "x.gif"], "--plot: cannot write '.gif' files"),
+    (["--schedulers", "nope"], "--schedulers: unknown scheduler 'nope'; known: default-scheduler, bin-pack, "
+                               "coach-gang, or all"),
+    (["--schedulers", "bin-pack,bin-pack"], "--schedulers: names a scheduler twice: 'bin-pack,bin-pack'"),
 ])
 def test_bad_input_is_refused_before_running(args: list[str], message: str) -> None:
     proc = cli(*args)
