@@ -29,7 +29,9 @@ Modelled, from kube-scheduler v1.35.4 and `scheduler_plugins/`:
   job's minimum group (a scheduler, a server, the rest workers) is placed whole or not at
   all — the Permit barrier, one attempt per pod — and a group that does not fit is overtaken
   by one behind it that does (backfill); extras queue one by one once the group is placed.
-  Nodes score co-location × 10 plus the default scores.
+  Nodes score co-location × 10 plus the default scores. A job that has waited STARVATION_S
+  (its `starvationSeconds`) and still does not fit holds the room as it frees: the groups and
+  extras behind it wait until it is placed (they are tried again then).
 - **Jobs start, run and end as in `replay.py`**, which sees the cluster every POLL_S (0.25 s
   of sleep and about 0.05 s of API calls, measured): a job's pods are created at the first
   poll after it is due, it counts as started at the first poll after its group is bound, and
@@ -62,6 +64,7 @@ DELETE_S = 0.0045          # between the deletions of a finished job's pods
 INITIAL_BACKOFF_S = 1.0    # kube-scheduler's podInitialBackoffSeconds
 MAX_BACKOFF_S = 10.0       # and podMaxBackoffSeconds
 COLOCATION_WEIGHT = 10     # deploy/scheduler/config.yaml
+STARVATION_S = 30.0        # and its starvationSeconds
 MAX_PODS = 110             # per node, as `coach cluster up` makes them
 ROLES = {"scheduler", "server", "worker"}
 # at one instant: jobs due, pods created, then deleted, then the scheduler's next attempt
@@ -131,6 +134,8 @@ class _Simulation:
         self.pods: list[list[_Pod]] = [[] for _ in self.outcomes]
         self.extras: list[list[_Item]] = [[] for _ in self.outcomes]   # coach-gang: queued once the group is placed
         self.created = [0] * len(self.outcomes)
+        self.unplaced: set[int] = set()   # coach-gang: jobs whose groups are queued, not placed
+        self.held: list[_Item] = []       # coach-gang: waiting for a starved job ahead to be placed
         self.queue = _Queue()
         self.busy = False
         self.deleting = 0.0   # the replay's deletions are under way until then
@@ -198,6 +203,7 @@ class _Simulation:
         self.created[j] += 1
         if self.created[j] == len(self.pods[j]):
             m = self.outcomes[j].job.min_group
+            self.unplaced.add(j)
             self._enqueue(_Item(self.pods[j][:m], fifo=(j, 0)), t)
             self.extras[j] = [_Item([x], fifo=(j, i + 1)) for i, x in enumerate(self.pods[j][m:])]
 
@@ -213,6 +219,8 @@ class _Simulation:
         self.queue.waiting = [i for i in self.queue.waiting if i.pods[0].job != j]
         self.queue.failed = [i for i in self.queue.failed if i.pods[0].job != j]
         self.extras[j] = []
+        self.unplaced.discard(j)
+        self.held = [i for i in self.held if i.pods[0].job != j]
         t = max(t, self.deleting)
         for p in sorted((p for p in self.pods[j] if p.node is not None), key=lambda p: p.name):
             t += self._jitter(DELETE_S)
@@ -230,14 +238,18 @@ class _Simulation:
         item = self.queue.pop(t, self.gang)
         j = item.pods[0].job
         took = 1
-        if self._fits(j, len(item.pods)):
+        if self.gang and self._held_for(j, t):
+            item.queued = (t, next(self.tick))
+            self.held.append(item)
+        elif self._fits(j, len(item.pods)):
             for p in item.pods:
                 self._bind(p, self._best_node(j), t)
             took = len(item.pods)
-            if self.gang and item.fifo[1] == 0:   # the group is placed: its extras may come
-                for extra in self.extras[j]:
+            if self.gang and item.fifo[1] == 0:   # the group is placed: its extras may come, and what it held back
+                for extra in self.extras[j] + self.held:
                     self._enqueue(extra, t)
-                self.extras[j] = []
+                self.extras[j], self.held = [], []
+                self.unplaced.discard(j)
             self._start(j, t)
         else:
             item.failures += 1
@@ -248,15 +260,28 @@ class _Simulation:
         else:
             self.busy = False
 
+    def _held_for(self, j: int, t: float) -> bool:
+        """A job ahead of j that has waited longer than STARVATION_S, does not fit, and would
+        fit the empty nodes holds the room as it frees."""
+        for k in self.unplaced:
+            o = self.outcomes[k]
+            if k < j and t - o.submitted > STARVATION_S and not self._fits(k, o.job.min_group) and \
+                    self._fits(k, o.job.min_group, self.capacity):
+                return True
+        return False
+
     def _jitter(self, seconds: float) -> float:
         """API calls and attempts vary with the load (a pod's creation here: median 13 ms, p90
         24 ms), and which pod gets room varies with them: log-normal around the median."""
         return seconds * self.rng.lognormvariate(0.0, JITTER)
 
-    def _fits(self, j: int, pods: int) -> bool:
+    def _fits(self, j: int, pods: int, room: list | None = None) -> bool:
         """Equal pods: each node holds as many as fit by CPU, memory and slots, and placing one
-        on a node lowers that count by exactly one, so placing them one by one never gets stuck."""
+        on a node lowers that count by exactly one, so placing them one by one never gets stuck.
+        `room`: (CPU, memory) per node instead of what is free now."""
         cpu, memory = self.size[j]
+        if room is not None:
+            return sum(min(c // cpu, m // memory, MAX_PODS) for c, m in room) >= pods
         return sum(min(c // cpu, m // memory, slots) for c, m, slots in self.free) >= pods
 
     def _best_node(self, j: int) -> int:

@@ -5,6 +5,7 @@ the real control plane on the slides' deadlock, and bench/simulator.py on random
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -73,6 +74,20 @@ def test_bin_packing_leaves_whole_nodes_for_a_big_job(seed: int) -> None:
         small, big = runs[packed].outcomes
         assert big.started - big.submitted <= 2 * POLL_S
     assert [summarize(r).split_jobs for r in runs.values()] == [2, 1, 1]
+
+
+def test_a_starved_job_is_overtaken_only_until_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a job of 8 pods behind a stream of 3-pod jobs (one a second, 3 s each): some always run, so the 8
+    # slots are never free at once; backfill alone lets the stream by until it ends
+    import coach.experiment.simulate as sim
+
+    jobs = [job("small-0", pods=3), job("big", 0.5, pods=8)] + [job(f"small-{i}", i, pods=3) for i in range(1, 41)]
+    big = next(o for o in simulate(jobs, NODES, "coach-gang").outcomes if o.job.name == "big")
+    assert sim.STARVATION_S < big.started - big.submitted <= sim.STARVATION_S + 3 + 2
+    monkeypatch.setattr(sim, "STARVATION_S", math.inf)
+    run = simulate(jobs, NODES, "coach-gang")
+    big = next(o for o in run.outcomes if o.job.name == "big")
+    assert big.started >= max(o.finished for o in run.outcomes if o.job.name != "big")
 
 
 def test_elastic_extras_come_after_the_group_and_need_not_all_fit() -> None:

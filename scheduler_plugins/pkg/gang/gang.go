@@ -29,11 +29,19 @@ const Name = "CoachGang"
 // may hold its nodes before all its pods are released and backed off.
 const DefaultPermitTimeoutSeconds = 30
 
+// DefaultStarvationSeconds bounds how long younger jobs may overtake a job
+// whose minimum group does not fit the free room.
+const DefaultStarvationSeconds = 30
+
 // Args are the plugin's arguments (pluginConfig of the profile).
 type Args struct {
 	// PermitTimeoutSeconds is how long pods wait at the barrier for the rest
 	// of their minimum group.
 	PermitTimeoutSeconds int64 `json:"permitTimeoutSeconds,omitempty"`
+	// StarvationSeconds is how long a job may wait for room while younger
+	// jobs' groups and extras take what frees (backfill); after that, the room
+	// its minimum group needs is held for it as it frees.
+	StarvationSeconds int64 `json:"starvationSeconds,omitempty"`
 }
 
 // Plugin implements the gang extension points.
@@ -41,6 +49,8 @@ type Plugin struct {
 	handle   fwk.Handle
 	registry *jobs.Registry
 	timeout  time.Duration
+	// starvation: after waiting this long, a job's room is held for it (0: never)
+	starvation time.Duration
 
 	mu sync.Mutex
 	// failed remembers when a job's group last failed for a reason other than
@@ -96,7 +106,15 @@ func New(_ context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error
 		return nil, err
 	}
 	return NewWithRegistry(h, jobs.Shared(h.SharedInformerFactory()),
-		time.Duration(args.PermitTimeoutSeconds)*time.Second), nil
+		time.Duration(args.PermitTimeoutSeconds)*time.Second).
+		WithStarvation(time.Duration(args.StarvationSeconds) * time.Second), nil
+}
+
+// WithStarvation sets how long a job may be overtaken before its room is
+// held for it; 0, as NewWithRegistry makes it, never holds.
+func (p *Plugin) WithStarvation(d time.Duration) *Plugin {
+	p.starvation = d
+	return p
 }
 
 // NewWithRegistry builds the plugin on a given handle and registry (tests).
@@ -121,12 +139,18 @@ func SetDefaults(a *Args) {
 	if a.PermitTimeoutSeconds == 0 {
 		a.PermitTimeoutSeconds = DefaultPermitTimeoutSeconds
 	}
+	if a.StarvationSeconds == 0 {
+		a.StarvationSeconds = DefaultStarvationSeconds
+	}
 }
 
 // Validate rejects arguments that cannot work.
 func Validate(a Args) error {
 	if a.PermitTimeoutSeconds < 1 {
 		return fmt.Errorf("%s: permitTimeoutSeconds must be at least 1, got %d", Name, a.PermitTimeoutSeconds)
+	}
+	if a.StarvationSeconds < 1 {
+		return fmt.Errorf("%s: starvationSeconds must be at least 1, got %d", Name, a.StarvationSeconds)
 	}
 	return nil
 }
@@ -306,12 +330,10 @@ func (p *Plugin) preFilter(ctx context.Context, m jobs.Member, pod *v1.Pod) (*fw
 	// higher priority, or older; first first) is set aside like an in-flight
 	// group's (GroupFits skips a group that cannot fit anyway); a job behind
 	// them that would take it yields. When everything fits, nobody yields.
-	reserved := inFlight
-	for _, before := range p.registry.AheadUnplaced(m.Job) {
-		if ok, _ := core.Admit(before); !ok || len(waiting[before.Key]) > 0 || p.recentlyFailed(before.Key) || p.isBlocked(before.Key) {
-			continue // cannot start now: it does not hold the jobs behind it back
-		}
-		reserved = append(reserved, core.Outstanding(before, nil))
+	reserved, starved := p.ahead(m.Job, waiting, free, inFlight, false)
+	if starved != nil {
+		p.yield(m.Job)
+		return nil, fwk.NewStatus(fwk.Unschedulable, p.starvedMessage(m.Job, starved)), refused{forRoom: true}
 	}
 	if len(reserved) > len(inFlight) && !core.SurelyFits(free, reserved, demand) &&
 		!core.GroupFits(free, reserved, demand) {
@@ -323,26 +345,60 @@ func (p *Plugin) preFilter(ctx context.Context, m jobs.Member, pod *v1.Pod) (*fw
 }
 
 // extraLeavesRoom refuses an extra pod that would take room a group at the
-// barrier (of another job) still needs: a job's minimum comes before another
-// job's extras, as in Coach's planner, or the group's last pod finds no node
-// and the group is released. The extra is woken when that group is placed or
-// released.
+// barrier (of another job) still needs, or that a starved job ahead waits
+// for: a job's minimum comes before another job's extras, as in Coach's
+// planner, or the group's last pod finds no node and the group is released.
+// The extra is woken when that group is placed or released.
 func (p *Plugin) extraLeavesRoom(job jobs.Key, pod *v1.Pod, waiting map[jobs.Key]map[jobs.Role]int) *fwk.Status {
 	inFlight := p.inFlight(job, waiting)
-	if len(inFlight) == 0 {
+	if len(inFlight) == 0 && p.starvation == 0 {
 		return nil
 	}
 	free, err := p.freeCapacity()
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
+	reserved, starved := p.ahead(job, waiting, free, inFlight, true)
+	if starved != nil {
+		p.yield(job)
+		return fwk.NewStatus(fwk.Unschedulable, p.starvedMessage(job, starved))
+	}
 	demand := []jobs.Request{jobs.RequestOf(pod)}
-	if core.SurelyFits(free, inFlight, demand) || core.GroupFits(free, inFlight, demand) {
+	if core.SurelyFits(free, reserved, demand) || core.GroupFits(free, reserved, demand) {
 		return nil
 	}
 	p.yield(job)
 	return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
-		"job %s: an extra pod waits while another job's minimum group at the barrier needs the room", job))
+		"job %s: an extra pod waits while another job's minimum group needs the room", job))
+}
+
+// ahead sets aside, after inFlight, the room the minimum groups of the jobs
+// ahead of job need (onlyStarved: of those that waited past the starvation
+// bound). A job ahead that waited past the bound and does not fit what is
+// left is returned: its room is held as it frees, so nothing behind it takes
+// any. A job that could not fit the cluster even empty is never held for.
+func (p *Plugin) ahead(job jobs.Key, waiting map[jobs.Key]map[jobs.Role]int, free []core.Free,
+	inFlight [][]jobs.Request, onlyStarved bool) ([][]jobs.Request, *jobs.JobView) {
+	reserved := inFlight
+	for _, before := range p.registry.AheadUnplaced(job) {
+		if ok, _ := core.Admit(before); !ok || len(waiting[before.Key]) > 0 || p.recentlyFailed(before.Key) || p.isBlocked(before.Key) {
+			continue // cannot start now: it does not hold the jobs behind it back
+		}
+		need := core.Outstanding(before, nil)
+		starved := p.starvation > 0 && time.Since(before.Created) > p.starvation
+		if starved && !core.GroupFits(free, reserved, need) && core.GroupFits(p.capacity(), nil, need) {
+			return reserved, &before
+		}
+		if starved || !onlyStarved {
+			reserved = append(reserved, need)
+		}
+	}
+	return reserved, nil
+}
+
+func (p *Plugin) starvedMessage(job jobs.Key, starved *jobs.JobView) string {
+	return fmt.Sprintf("job %s waits: job %s ahead of it has waited %s for room, longer than %s, and the room "+
+		"is held for it", job, starved.Key, time.Since(starved.Created).Round(time.Second), p.starvation)
 }
 
 // inFlight is what the other jobs' groups at the barrier still need, one
@@ -588,6 +644,22 @@ func (p *Plugin) waitingByJob() map[jobs.Key]map[jobs.Role]int {
 			out[o.Job][o.Role]++
 		}
 	})
+	return out
+}
+
+// capacity is the nodes' room when empty.
+func (p *Plugin) capacity() []core.Free {
+	nodes, err := p.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return nil
+	}
+	out := make([]core.Free, 0, len(nodes))
+	for _, ni := range nodes {
+		if n := ni.Node(); n != nil && !n.Spec.Unschedulable {
+			alloc := ni.GetAllocatable()
+			out = append(out, core.Free{MilliCPU: alloc.GetMilliCPU(), Memory: alloc.GetMemory(), Pods: alloc.GetAllowedPodNumber()})
+		}
+	}
 	return out
 }
 

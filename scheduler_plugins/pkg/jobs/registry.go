@@ -69,6 +69,8 @@ func (a OrderKey) Less(b OrderKey) bool {
 // JobView is a consistent copy of one job's state.
 type JobView struct {
 	Key Key
+	// Created is when the job's first pod was created: how long it has waited.
+	Created time.Time
 	// MinGroup is the largest minimum group its live pods ask for: the
 	// backend sets one value per job, and if pods disagree the answer must
 	// not depend on which pod was seen last.
@@ -296,7 +298,7 @@ func (r *Registry) View(key Key) (JobView, bool) {
 	if j == nil {
 		return JobView{Key: key, Roles: map[Role]int{}}, false
 	}
-	v := JobView{Key: key, Roles: map[Role]int{}, PlacedRoles: map[Role]int{}, Pods: len(j.pods)}
+	v := JobView{Key: key, Created: j.created, Roles: map[Role]int{}, PlacedRoles: map[Role]int{}, Pods: len(j.pods)}
 	for uid, p := range j.pods {
 		v.Roles[p.role]++
 		v.MinGroup = max(v.MinGroup, p.minGroup)
