@@ -175,9 +175,9 @@ def test_two_processes_never_hold_the_last_cores_at_once(store: Store) -> None:
     finally:
         for r in racers:
             r.kill()
-    for a in answers:
-        granted, doubled = map(int, a.split())
-        assert granted > 0 and doubled == 0, answers
+    counts = [tuple(map(int, a.split())) for a in answers]
+    # on a loaded machine one process can win every round (CI once: 300 and 0); never both at once
+    assert sum(g for g, _ in counts) > 0 and all(d == 0 for _, d in counts), answers
 
 
 
