@@ -6,8 +6,8 @@ workloads of 12 jobs 0.5 s apart (seeds 1..N) — runs it through every schedule
 (default-scheduler, bin-pack, coach-gang) for real (`coach.experiment.compare`, the
 workload's real time) and simulates it with 20 seeds of the simulation's own random choices.
 Prints, per workload and scheduler, jobs finished / deadlocked / never placed, the median
-wait for the minimum group, the makespan and the jobs split across nodes, real beside simulated (the simulated ones as median [min–max] over the 20 seeds), and the time
-each took.
+wait for the minimum group, the makespan and the jobs split across nodes, real beside
+simulated (the simulated ones as median [min–max] over the 20 seeds), and the time each took.
 
     .venv/bin/python bench/simulator.py --workloads 3
 """

@@ -1,18 +1,15 @@
 """The placement policies an experiment compares, each named by the `schedulerName` its pods
-ask for. `coach cluster up` runs every one of them (coach.cluster.control_plane.SCHEDULERS) and
-simulate.py models every one, so a name here means the same policy in both."""
+ask for: the schedulers `coach cluster up` runs, which simulate.py models too, so a name means
+the same policy in both. default-scheduler: kube-scheduler's default profile, pod by pod to the
+least allocated node (load balancing, SPREAD); bin-pack: its second profile, NodeResourcesFit
+MostAllocated (bin packing, PACK); coach-gang: coach-scheduler, jobs in FIFO order, each
+minimum group all or nothing, its pods co-located."""
 
 from __future__ import annotations
 
+from coach.cluster.control_plane import SCHEDULERS
 from coach.errors import SpecError
 
-SCHEDULERS = {
-    "default-scheduler": "kube-scheduler's default profile: pod by pod, each to the least allocated node "
-                         "(load balancing, SPREAD)",
-    "bin-pack": "kube-scheduler with NodeResourcesFit MostAllocated: pod by pod, each to the most allocated "
-                "node that fits (bin packing, PACK)",
-    "coach-gang": "coach-scheduler: jobs in FIFO order, each minimum group all or nothing, its pods co-located",
-}
 DEFAULT = ("default-scheduler", "coach-gang")   # the thesis' comparison
 
 

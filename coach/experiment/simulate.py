@@ -15,8 +15,8 @@ Modelled, from kube-scheduler v1.35.4 and `scheduler_plugins/`:
   4.5 ms a pod here; of jobs that end at the same poll, one job after the other). Each
   deletion frees room and wakes every pod that failed, while the scheduler may be half-way
   through the pods the last one woke: room comes free piecemeal, and it goes to whichever
-  pod is next, as on the control plane. Nothing else wakes a failed
-  pod (a new pod frees no room).
+  pod is next, as on the control plane. Nothing else wakes a failed pod (a new pod frees no
+  room).
 - **default-scheduler** takes pods one at a time: those whose backoff is over by the time
   each last entered the queue, and when there are none (it pops its backoff queue when idle,
   as v1.35 does), the others by backoff expiry (1 s after the first failure, doubling to
@@ -130,6 +130,8 @@ class _Simulation:
         self.size = [(round(o.job.cpu * 1000), round(o.job.memory_gib * 1024)) for o in self.outcomes]
         self.capacity = [(round(c * 1000), round(m * 1024)) for c, m in nodes]
         self.free = [[c, m, MAX_PODS] for c, m in self.capacity]
+        # coach-gang holds room only for a group that the empty nodes could hold
+        self.could_fit = [self._fits(j, o.job.min_group) for j, o in enumerate(self.outcomes)]
         self.jobs_on: list[dict[int, int]] = [{} for _ in nodes]
         self.pods: list[list[_Pod]] = [[] for _ in self.outcomes]
         self.extras: list[list[_Item]] = [[] for _ in self.outcomes]   # coach-gang: queued once the group is placed
@@ -239,7 +241,6 @@ class _Simulation:
         j = item.pods[0].job
         took = 1
         if self.gang and self._held_for(j, t):
-            item.queued = (t, next(self.tick))
             self.held.append(item)
         elif self._fits(j, len(item.pods)):
             for p in item.pods:
@@ -265,8 +266,7 @@ class _Simulation:
         fit the empty nodes holds the room as it frees."""
         for k in self.unplaced:
             o = self.outcomes[k]
-            if k < j and t - o.submitted > STARVATION_S and not self._fits(k, o.job.min_group) and \
-                    self._fits(k, o.job.min_group, self.capacity):
+            if k < j and t - o.submitted > STARVATION_S and self.could_fit[k] and not self._fits(k, o.job.min_group):
                 return True
         return False
 
@@ -275,13 +275,10 @@ class _Simulation:
         24 ms), and which pod gets room varies with them: log-normal around the median."""
         return seconds * self.rng.lognormvariate(0.0, JITTER)
 
-    def _fits(self, j: int, pods: int, room: list | None = None) -> bool:
+    def _fits(self, j: int, pods: int) -> bool:
         """Equal pods: each node holds as many as fit by CPU, memory and slots, and placing one
-        on a node lowers that count by exactly one, so placing them one by one never gets stuck.
-        `room`: (CPU, memory) per node instead of what is free now."""
+        on a node lowers that count by exactly one, so placing them one by one never gets stuck."""
         cpu, memory = self.size[j]
-        if room is not None:
-            return sum(min(c // cpu, m // memory, MAX_PODS) for c, m in room) >= pods
         return sum(min(c // cpu, m // memory, slots) for c, m, slots in self.free) >= pods
 
     def _best_node(self, j: int) -> int:

@@ -29,6 +29,7 @@ class Summary:
     busy_share: float        # CPU-seconds of started jobs / (capacity × run time)
     split_jobs: int          # jobs that started with their pods on more than one node: their
     #                          workers and servers talk over the network, not loopback
+
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -7,6 +7,7 @@ package gang
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -351,8 +352,8 @@ func (p *Plugin) preFilter(ctx context.Context, m jobs.Member, pod *v1.Pod) (*fw
 // The extra is woken when that group is placed or released.
 func (p *Plugin) extraLeavesRoom(job jobs.Key, pod *v1.Pod, waiting map[jobs.Key]map[jobs.Role]int) *fwk.Status {
 	inFlight := p.inFlight(job, waiting)
-	if len(inFlight) == 0 && p.starvation == 0 {
-		return nil
+	if len(inFlight) == 0 && !slices.ContainsFunc(p.registry.AheadUnplaced(job), p.starved) {
+		return nil // the common case, on every extra: nothing to leave room for
 	}
 	free, err := p.freeCapacity()
 	if err != nil {
@@ -385,8 +386,8 @@ func (p *Plugin) ahead(job jobs.Key, waiting map[jobs.Key]map[jobs.Role]int, fre
 			continue // cannot start now: it does not hold the jobs behind it back
 		}
 		need := core.Outstanding(before, nil)
-		starved := p.starvation > 0 && time.Since(before.Created) > p.starvation
-		if starved && !core.GroupFits(free, reserved, need) && core.GroupFits(p.capacity(), nil, need) {
+		starved := p.starved(before)
+		if starved && !core.GroupFits(free, reserved, need) && p.couldFit(need) {
 			return reserved, &before
 		}
 		if starved || !onlyStarved {
@@ -394,6 +395,18 @@ func (p *Plugin) ahead(job jobs.Key, waiting map[jobs.Key]map[jobs.Role]int, fre
 		}
 	}
 	return reserved, nil
+}
+
+// starved says whether a job has waited past the starvation bound.
+func (p *Plugin) starved(v jobs.JobView) bool {
+	return p.starvation > 0 && time.Since(v.Created) > p.starvation
+}
+
+// couldFit says whether a demand fits the empty cluster (if the nodes cannot
+// be listed, it does not: nothing is held for it).
+func (p *Plugin) couldFit(need []jobs.Request) bool {
+	empty, err := p.capacity()
+	return err == nil && core.GroupFits(empty, nil, need)
 }
 
 func (p *Plugin) starvedMessage(job jobs.Key, starved *jobs.JobView) string {
@@ -647,38 +660,29 @@ func (p *Plugin) waitingByJob() map[jobs.Key]map[jobs.Role]int {
 	return out
 }
 
-// capacity is the nodes' room when empty.
-func (p *Plugin) capacity() []core.Free {
-	nodes, err := p.handle.SnapshotSharedLister().NodeInfos().List()
-	if err != nil {
-		return nil
-	}
-	out := make([]core.Free, 0, len(nodes))
-	for _, ni := range nodes {
-		if n := ni.Node(); n != nil && !n.Spec.Unschedulable {
-			alloc := ni.GetAllocatable()
-			out = append(out, core.Free{MilliCPU: alloc.GetMilliCPU(), Memory: alloc.GetMemory(), Pods: alloc.GetAllowedPodNumber()})
-		}
-	}
-	return out
-}
+// freeCapacity is the room left on each schedulable node.
+func (p *Plugin) freeCapacity() ([]core.Free, error) { return p.room(true) }
 
-func (p *Plugin) freeCapacity() ([]core.Free, error) {
+// capacity is the schedulable nodes' room when empty.
+func (p *Plugin) capacity() ([]core.Free, error) { return p.room(false) }
+
+func (p *Plugin) room(lessRequested bool) ([]core.Free, error) {
 	nodes, err := p.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	free := make([]core.Free, 0, len(nodes))
+	out := make([]core.Free, 0, len(nodes))
 	for _, ni := range nodes {
 		if n := ni.Node(); n == nil || n.Spec.Unschedulable {
 			continue
 		}
-		alloc, req := ni.GetAllocatable(), ni.GetRequested()
-		free = append(free, core.Free{
-			MilliCPU: alloc.GetMilliCPU() - req.GetMilliCPU(),
-			Memory:   alloc.GetMemory() - req.GetMemory(),
-			Pods:     alloc.GetAllowedPodNumber() - len(ni.GetPods()),
-		})
+		alloc := ni.GetAllocatable()
+		f := core.Free{MilliCPU: alloc.GetMilliCPU(), Memory: alloc.GetMemory(), Pods: alloc.GetAllowedPodNumber()}
+		if lessRequested {
+			req := ni.GetRequested()
+			f.MilliCPU, f.Memory, f.Pods = f.MilliCPU-req.GetMilliCPU(), f.Memory-req.GetMemory(), f.Pods-len(ni.GetPods())
+		}
+		out = append(out, f)
 	}
-	return free, nil
+	return out, nil
 }
