@@ -86,8 +86,11 @@ const refusedKey fwk.StateKey = Name + "/refused"
 // PostFilter releases, blocks and wakes nothing for it. forRoom: the group
 // does not fit the free room, or yields it to jobs ahead; the job keeps its
 // place in the queue (it is not marked failed), so once it fits, the jobs
-// behind it leave it the room even while it waits out its backoff.
-type refused struct{ onlyThisPod, forRoom bool }
+// behind it leave it the room even while it waits out its backoff. yields:
+// it yielded, which changes nothing for the other jobs that yielded, so
+// PostFilter does not wake them (two yielding jobs woke each other some 3,400
+// times a second, and the jobs they yielded to waited out their backoff).
+type refused struct{ onlyThisPod, forRoom, yields bool }
 
 func (r refused) Clone() fwk.StateData { return r }
 
@@ -297,7 +300,7 @@ func (p *Plugin) preFilter(ctx context.Context, m jobs.Member, pod *v1.Pod) (*fw
 	}
 	waiting := p.waitingByJob()
 	if v.Placed() >= v.MinGroup { // an elastic extra: placed on its own, after other jobs' minimum groups
-		if status := p.extraLeavesRoom(m.Job, pod, waiting); status != nil {
+		if status := p.extraLeavesRoom(ctx, m.Job, pod, waiting); status != nil {
 			return nil, status, refused{onlyThisPod: true}
 		}
 		return nil, nil, refused{}
@@ -331,16 +334,16 @@ func (p *Plugin) preFilter(ctx context.Context, m jobs.Member, pod *v1.Pod) (*fw
 	// higher priority, or older; first first) is set aside like an in-flight
 	// group's (GroupFits skips a group that cannot fit anyway); a job behind
 	// them that would take it yields. When everything fits, nobody yields.
-	reserved, starved := p.ahead(m.Job, waiting, free, inFlight, false)
+	reserved, holders, starved := p.ahead(m.Job, waiting, free, inFlight, false)
+	yielding := refused{forRoom: true, yields: true}
 	if starved != nil {
-		p.yield(m.Job)
-		return nil, fwk.NewStatus(fwk.Unschedulable, p.starvedMessage(m.Job, starved)), refused{forRoom: true}
+		p.yieldTo(ctx, m.Job, free, reserved, holders)
+		return nil, fwk.NewStatus(fwk.Unschedulable, p.starvedMessage(m.Job, starved)), yielding
 	}
-	if len(reserved) > len(inFlight) && !core.SurelyFits(free, reserved, demand) &&
-		!core.GroupFits(free, reserved, demand) {
-		p.yield(m.Job)
+	if len(holders) > 0 && !core.SurelyFits(free, reserved, demand) && !core.GroupFits(free, reserved, demand) {
+		p.yieldTo(ctx, m.Job, free, reserved, holders)
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
-			"job %s yields to jobs ahead of it in the queue (older, or of higher priority) whose minimum groups need the free room", m.Job)), refused{forRoom: true}
+			"job %s yields to jobs ahead of it in the queue (older, or of higher priority) whose minimum groups need the free room", m.Job)), yielding
 	}
 	return nil, nil, refused{}
 }
@@ -350,7 +353,7 @@ func (p *Plugin) preFilter(ctx context.Context, m jobs.Member, pod *v1.Pod) (*fw
 // for: a job's minimum comes before another job's extras, as in Coach's
 // planner, or the group's last pod finds no node and the group is released.
 // The extra is woken when that group is placed or released.
-func (p *Plugin) extraLeavesRoom(job jobs.Key, pod *v1.Pod, waiting map[jobs.Key]map[jobs.Role]int) *fwk.Status {
+func (p *Plugin) extraLeavesRoom(ctx context.Context, job jobs.Key, pod *v1.Pod, waiting map[jobs.Key]map[jobs.Role]int) *fwk.Status {
 	inFlight := p.inFlight(job, waiting)
 	if len(inFlight) == 0 && !slices.ContainsFunc(p.registry.AheadUnplaced(job), p.starved) {
 		return nil // the common case, on every extra: nothing to leave room for
@@ -359,42 +362,64 @@ func (p *Plugin) extraLeavesRoom(job jobs.Key, pod *v1.Pod, waiting map[jobs.Key
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	reserved, starved := p.ahead(job, waiting, free, inFlight, true)
+	reserved, holders, starved := p.ahead(job, waiting, free, inFlight, true)
 	if starved != nil {
-		p.yield(job)
+		p.yieldTo(ctx, job, free, reserved, holders)
 		return fwk.NewStatus(fwk.Unschedulable, p.starvedMessage(job, starved))
 	}
 	demand := []jobs.Request{jobs.RequestOf(pod)}
 	if core.SurelyFits(free, reserved, demand) || core.GroupFits(free, reserved, demand) {
 		return nil
 	}
-	p.yield(job)
+	p.yieldTo(ctx, job, free, reserved, holders)
 	return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
 		"job %s: an extra pod waits while another job's minimum group needs the room", job))
 }
 
 // ahead sets aside, after inFlight, the room the minimum groups of the jobs
 // ahead of job need (onlyStarved: of those that waited past the starvation
-// bound). A job ahead that waited past the bound and does not fit what is
-// left is returned: its room is held as it frees, so nothing behind it takes
-// any. A job that could not fit the cluster even empty is never held for.
+// bound): reserved ends with one demand per job of holders, in queue order. A
+// job ahead that waited past the bound and does not fit what is left is
+// returned as starved: its room is held as it frees, so nothing behind it
+// takes any. A job that could not fit the cluster even empty is never held for.
 func (p *Plugin) ahead(job jobs.Key, waiting map[jobs.Key]map[jobs.Role]int, free []core.Free,
-	inFlight [][]jobs.Request, onlyStarved bool) ([][]jobs.Request, *jobs.JobView) {
-	reserved := inFlight
+	inFlight [][]jobs.Request, onlyStarved bool) (reserved [][]jobs.Request, holders []jobs.Key, starved *jobs.JobView) {
+	reserved = slices.Clip(inFlight)
 	for _, before := range p.registry.AheadUnplaced(job) {
 		if ok, _ := core.Admit(before); !ok || len(waiting[before.Key]) > 0 || p.recentlyFailed(before.Key) || p.isBlocked(before.Key) {
 			continue // cannot start now: it does not hold the jobs behind it back
 		}
 		need := core.Outstanding(before, nil)
-		starved := p.starved(before)
-		if starved && !core.GroupFits(free, reserved, need) && p.couldFit(need) {
-			return reserved, &before
+		long := p.starved(before)
+		if long && !core.GroupFits(free, reserved, need) && p.couldFit(need) {
+			return reserved, holders, &before
 		}
-		if starved || !onlyStarved {
-			reserved = append(reserved, need)
+		if long || !onlyStarved {
+			reserved, holders = append(reserved, need), append(holders, before.Key)
 		}
 	}
-	return reserved, nil
+	return reserved, holders, nil
+}
+
+// yieldTo records that job yields to the jobs ahead of it (holders, whose
+// demands end reserved) and activates those of them whose groups fit the free
+// room now: the pods of a job ahead may be waiting out a backoff of up to 10
+// s, and while the jobs behind it yield, nothing else may use its room (on a
+// stream of small jobs the nodes stood empty 7-8 s between pairs of jobs).
+func (p *Plugin) yieldTo(ctx context.Context, job jobs.Key, free []core.Free, reserved [][]jobs.Request, holders []jobs.Key) {
+	p.yield(job)
+	first := len(reserved) - len(holders)
+	set := slices.Clip(reserved[:first])
+	var pods []*v1.Pod
+	for i, k := range holders {
+		if need := reserved[first+i]; core.GroupFits(free, set, need) {
+			pods = append(pods, p.registry.Unbound(k)...)
+			set = append(set, need)
+		}
+	}
+	if len(pods) > 0 {
+		go p.activate(klog.FromContext(ctx), pods, nil)
+	}
 }
 
 // starved says whether a job has waited past the starvation bound.
@@ -458,7 +483,7 @@ func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.P
 	// holds no room for younger ones.
 	newly := !why.forRoom && p.markFailed(m.Job)
 	released := p.release(ctx, m.Job, "a pod of the group found no node") > 0
-	if released || !byPreFilter || newly || why.forRoom {
+	if released || !byPreFilter || newly || (why.forRoom && !why.yields) {
 		p.wakeYielded(klog.FromContext(ctx), m.Job, released)
 	}
 	return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("job %s: released its waiting pods", m.Job))

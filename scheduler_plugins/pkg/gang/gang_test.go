@@ -265,7 +265,9 @@ func TestArgs(t *testing.T) {
 }
 
 // A job yields to the jobs ahead of it in the queue: older ones of its
-// priority, and any of a higher priority (as the queue sort orders pods).
+// priority, and any of a higher priority (as the queue sort orders pods). The
+// job it yields to is woken: its pods may be waiting out a backoff while the
+// room stands empty.
 func TestAJobYieldsToJobsAheadOfItThatFit(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	tests := []struct {
@@ -276,10 +278,10 @@ func TestAJobYieldsToJobsAheadOfItThatFit(t *testing.T) {
 		want                   fwk.Code
 	}{
 		{"older goes", 4, 0, 0, false, fwk.Success},
-		{"younger yields while the older fits", 4, 0, 0, true, fwk.Unschedulable},
+		{"younger yields while the older fits, and wakes it", 4, 0, 0, true, fwk.Unschedulable},
 		{"younger backfills when the older cannot fit", 3, 0, 0, true, fwk.Success},
 		{"a younger job of higher priority does not yield", 4, 0, 1000, true, fwk.Success},
-		{"an older job of lower priority yields to it", 4, 0, 1000, false, fwk.Unschedulable},
+		{"an older job of lower priority yields to it, and wakes it", 4, 0, 1000, false, fwk.Unschedulable},
 		{"a younger job of lower priority yields", 4, 1000, 0, true, fwk.Unschedulable},
 	}
 	for _, tt := range tests {
@@ -292,14 +294,22 @@ func TestAJobYieldsToJobsAheadOfItThatFit(t *testing.T) {
 				p.CreationTimestamp, p.Spec.Priority = metav1.NewTime(t0.Add(time.Second)), &tt.youngerPrio
 			}
 			r := testutil.Observed(append(append([]*v1.Pod{}, older...), younger...)...)
-			pod := older[0]
+			pod, other := older[0], younger[1]
 			if tt.younger {
-				pod = younger[0]
+				pod, other = younger[0], older[1]
 			}
 			h := &fakeHandle{snapshot: schedcache.NewSnapshot(nil, []*v1.Node{node("n1", tt.slots)})}
 			_, s := gang.NewWithRegistry(h, r, time.Second).PreFilter(t.Context(), nil, pod, nil)
 			if s.Code() != tt.want {
 				t.Fatalf("PreFilter = %v, want %v", s, tt.want)
+			}
+			if s.IsSuccess() {
+				time.Sleep(100 * time.Millisecond) // activation runs in a goroutine
+				if len(h.activated) > 0 {
+					t.Fatalf("activated %v, want nothing", h.activated)
+				}
+			} else if !h.activatedSoon(other.Name) {
+				t.Fatalf("the job yielded to was not woken: activated %v", h.activated)
 			}
 		})
 	}
@@ -460,6 +470,30 @@ func TestAYieldingJobDoesNotWakeItself(t *testing.T) {
 	}
 	if !h.activatedSoon(younger[1].Name) {
 		t.Fatal("the younger job was not woken when the older job's group was placed")
+	}
+}
+
+// A job that yields does not wake the other jobs that yielded: nothing changed
+// for them. On the local control plane two yielding jobs woke each other
+// about 3,400 times a second, so the active queue never emptied and the job
+// they yielded to waited out its backoff (7-8 s) with the room idle.
+func TestAYieldWakesNoOtherYieldingJob(t *testing.T) {
+	older, b, r := olderAndYounger("a", "b")
+	c := jobPods("c", 3, 3)
+	for _, p := range c {
+		p.CreationTimestamp = metav1.NewTime(time.Unix(1002, 0))
+		r.Observe(p)
+	}
+	h := &fakeHandle{snapshot: schedcache.NewSnapshot(nil, []*v1.Node{node("n1", 4)})}
+	pl := gang.NewWithRegistry(h, r, time.Second)
+	refuse(t, pl, b[0], "b should yield to a")
+	refuse(t, pl, c[0], "c should yield to a")
+	if !h.activatedSoon(older[0].Name) {
+		t.Fatal("a was not woken")
+	}
+	time.Sleep(100 * time.Millisecond) // activation runs in a goroutine
+	if h.wasActivated(b[1].Name) {
+		t.Fatalf("c's yield woke b: activated %v", h.activated)
 	}
 }
 
