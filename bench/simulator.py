@@ -2,14 +2,15 @@
 
 Starts a local control plane (its own state directory, stopped at the end) of 2 nodes × 4
 CPU, 8 GiB, and for each workload — the slides' 4 jobs × 4 pods at once, then random
-workloads of 12 jobs 0.5 s apart (seeds 1..N) — runs it through every scheduler
+workloads of 12 jobs 0.5 s apart (seeds 1..N), and with --stream a job of 8 pods behind a
+stream of 3-pod jobs — runs it through every scheduler
 (default-scheduler, bin-pack, coach-gang) for real (`coach.experiment.compare`, the
 workload's real time) and simulates it with 20 seeds of the simulation's own random choices.
 Prints, per workload and scheduler, jobs finished / deadlocked / never placed, the median
-wait for the minimum group, the makespan and the jobs split across nodes, real beside
+and longest wait for the minimum group, the makespan and the jobs split across nodes, real beside
 simulated (the simulated ones as median [min–max] over the 20 seeds), and the time each took.
 
-    .venv/bin/python bench/simulator.py --workloads 3
+    .venv/bin/python bench/simulator.py --workloads 3 [--stream]
 """
 
 from __future__ import annotations
@@ -26,14 +27,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from coach import cluster  # noqa: E402
-from coach.experiment import JobArrival, random_workload, summarize  # noqa: E402
+from coach.experiment import JobArrival, load_workload, random_workload, summarize  # noqa: E402
 from coach.experiment.compare import compare  # noqa: E402
 from coach.experiment.schedulers import SCHEDULERS  # noqa: E402
 from coach.experiment.simulate import simulate  # noqa: E402
 
 NODES = [(4.0, 8.0)] * 2
 SIM_SEEDS = 20
-FIGURES = ("finished", "deadlocked", "waiting", "wait_median_s", "makespan_s", "split_jobs")
+FIGURES = ("finished", "deadlocked", "waiting", "wait_median_s", "wait_max_s", "makespan_s", "split_jobs")
+STREAM = Path(__file__).parent / "workloads" / "stream.yaml"
 
 
 def spread(values: list) -> str:
@@ -48,10 +50,14 @@ def spread(values: list) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workloads", type=int, default=3, help="random workloads (seeds 1..N) after the slides'")
+    ap.add_argument("--stream", action="store_true", help="also bench/workloads/stream.yaml, a job of 8 pods "
+                    "behind 40 jobs of 3")
     ap.add_argument("--stall", type=float, default=20.0)
     args = ap.parse_args()
     workloads = [("slides", [JobArrival(n, 0, 4, 4, 1.0, 1.0, 3.0) for n in "abcd"])] + \
                 [(f"random seed {s}", random_workload(12, s, mean_gap_s=0.5)) for s in range(1, args.workloads + 1)]
+    if args.stream:
+        workloads.append(("stream", load_workload(STREAM)))
     own_dir = "COACH_CLUSTER_DIR" not in os.environ
     if own_dir:
         os.environ["COACH_CLUSTER_DIR"] = tempfile.mkdtemp(prefix="coach-bench-")

@@ -58,6 +58,7 @@ def down() -> None:
 FIGURES = [("finished", "jobs finished"), ("deadlocked", "jobs deadlocked (partly bound)"),
            ("waiting", "jobs never placed"), ("wait_median_s", "wait for minimum group, median of started (s)"),
            ("wait_p90_s", "wait for minimum group, p90 of started (s)"),
+           ("wait_max_s", "wait for minimum group, longest (s)"),
            ("completion_median_s", "completion time, median (s)"), ("makespan_s", "makespan (s)"),
            ("held_cpu_s", "CPU·s held by groups not started"), ("busy_share", "share of capacity used by started jobs"),
            ("split_jobs", "jobs started across more than one node")]

@@ -22,6 +22,7 @@ class Summary:
     waiting: int             # no pod bound when the run ended
     wait_median_s: float | None   # pods created → minimum group bound, over the jobs that started
     wait_p90_s: float | None
+    wait_max_s: float | None      # the longest: what coach-gang's starvation bound limits
     completion_median_s: float | None   # pods created → finished
     makespan_s: float | None      # first pods created → last finish; None unless every job finished
     held_cpu_s: float        # CPU-seconds bound to pods of jobs that had not started, until the run
@@ -48,6 +49,7 @@ def summarize(run: Run) -> Summary:
         deadlocked=states.count("deadlocked"), waiting=states.count("waiting"),
         wait_median_s=_round(np.median(waits)) if waits else None,
         wait_p90_s=_round(np.percentile(waits, 90)) if waits else None,
+        wait_max_s=_round(max(waits)) if waits else None,
         completion_median_s=_round(np.median(done)) if done else None,
         makespan_s=_round(max(o.finished for o in run.outcomes) - min(o.submitted for o in run.outcomes))
         if everyone else None,

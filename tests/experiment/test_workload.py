@@ -72,7 +72,7 @@ def test_the_figures_of_a_run() -> None:
     samples = [Sample(0.0, 0.0, 2.0), Sample(1.0, 3.0, 2.0), Sample(3.0, 0.0, 2.0)]
     s = summarize(Run("x", 4.0, [fast, stuck], samples, duration=5.0, ended="stalled"))
     assert (s.finished, s.deadlocked, s.waiting) == (1, 1, 0)
-    assert (s.wait_median_s, s.completion_median_s, s.makespan_s) == (1.0, 3.0, None)
+    assert (s.wait_median_s, s.wait_max_s, s.completion_median_s, s.makespan_s) == (1.0, 1.0, 3.0, None)
     assert s.held_cpu_s == 10.0                 # 2 CPU for the whole 5 s
     assert s.busy_share == round(3 * 2 / (4 * 5), 3)
 
