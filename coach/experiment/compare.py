@@ -1,6 +1,7 @@
 """The same workload through each scheduler in turn, on one control plane: the nodes must
 fit every pod, and each run starts on an empty namespace (leftovers of an interrupted
-comparison would hold room in every later run)."""
+comparison would hold room in every later run). Other work bound to the nodes is named, and
+the room it holds is not counted as capacity."""
 
 from __future__ import annotations
 
@@ -42,6 +43,18 @@ def check_fits(workload: list[JobArrival], nodes: list[tuple[float, float]], sou
                                                       "the nodes with `coach cluster up --cpu/--memory`")
 
 
+def other_work(kube: Kube) -> list[tuple[str, float]]:
+    """Pods bound to the nodes that have not finished, as (namespace/name, CPU requested): room
+    that no run of the comparison can use."""
+    out = []
+    for pod in kube.pods():
+        if pod["spec"].get("nodeName") and pod.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
+            cpu = sum(cores(str(c.get("resources", {}).get("requests", {}).get("cpu", "0"))) or 0.0
+                      for c in pod["spec"].get("containers", []))
+            out.append((f"{pod['metadata']['namespace']}/{pod['metadata']['name']}", cpu))
+    return out
+
+
 def compare(kube: Kube, workload: list[JobArrival], source: str, stall_s: float,
             schedulers: tuple[str, ...] = DEFAULT, progress: Callable[[Run, float], None] | None = None,
             announce: Callable[[str], None] = lambda _: None) -> list[Run]:
@@ -52,8 +65,15 @@ def compare(kube: Kube, workload: list[JobArrival], source: str, stall_s: float,
         announce(f"deleting the pods an interrupted comparison left in {NAMESPACE}")
         clear(kube, NAMESPACE, "coach.experiment")
     capacity = sum(c for c, _ in nodes)
+    if others := other_work(kube):
+        held = sum(cpu for _, cpu in others)
+        names = ", ".join(name for name, _ in others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        pods = f"{len(others)} pod{'s' if len(others) > 1 else ''}"
+        announce(f"warning: other work bound to the nodes holds {held:g} of the {capacity:g} CPU ({pods}: {names}); "
+                 "every run has that much less room, and the share of capacity used counts only the rest")
+        capacity = max(capacity - held, 0.001)
     runs = []
     for scheduler in schedulers:
-        announce(f"{scheduler}: {len(workload)} jobs on {len(nodes)} nodes ({capacity:g} CPU)")
+        announce(f"{scheduler}: {len(workload)} jobs on {len(nodes)} nodes ({capacity:g} CPU{' free' if others else ''})")
         runs.append(replay(kube, workload, scheduler, NAMESPACE, capacity, stall_s=stall_s, progress=progress))
     return runs

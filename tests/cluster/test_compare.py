@@ -13,7 +13,7 @@ from coach import cluster
 from coach.cluster.control_plane import ClusterState
 
 from tests.cluster.test_cli import run
-from tests.cluster.workload import Workload, job_pod
+from tests.cluster.workload import Workload, job_pod, wait_for
 
 SLIDES = """# the deadlock of the slides: 8 slots (2 nodes × 4 CPU), 4 jobs of 4 pods that must start together
 jobs:
@@ -112,6 +112,24 @@ def coach_gang_attempts() -> int:
     text = httpx.get(f"https://127.0.0.1:{port}/metrics", verify=False, timeout=10).text
     return sum(int(float(n)) for n in re.findall(
         r'^scheduler_schedule_attempts_total\{[^}]*profile="coach-gang"[^}]*\} (\S+)$', text, re.M))
+
+
+def test_other_work_on_the_nodes_is_named_and_not_counted_as_capacity(workload: Workload, tmp_path: Path) -> None:
+    # a pod of other work holding 4 of the 8 CPU: the jobs get the other 4, and the share of capacity
+    # used was counted against all 8
+    workload.reset(nodes=2, cpu="4", memory="8Gi")
+    workload.submit([{**job_pod("web", 0, "worker", 3, "default-scheduler", cpu="4", name="web"),
+                      "metadata": {"name": "web", "namespace": "coach-test"}}])
+    wait_for(lambda: all(p["spec"].get("nodeName") for p in workload.pods()), 30, "the other pod to be bound")
+    (tmp_path / "w.yaml").write_text("jobs: [{name: a, pods: 4, run: 3}]\n")
+    proc = run("compare", str(tmp_path / "w.yaml"), "--schedulers", "coach-gang", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: other work bound to the nodes holds 4 of the 8 CPU (1 pod: coach-test/web)" \
+        in proc.stderr, proc.stderr
+    assert "coach-gang: 1 jobs on 2 nodes (4 CPU free)" in proc.stderr
+    (gang,) = json.loads(proc.stdout)["runs"]
+    # 4 CPU busy for 3 of the run's ~3.3 s: about 0.9 of the free 4 CPU (it was 0.45 of 8)
+    assert gang["finished"] == 1 and gang["busy_share"] > 0.6, gang
 
 
 def test_compare_refuses_bad_input_before_running(workload: Workload, tmp_path: Path) -> None:
