@@ -25,7 +25,10 @@ def main() -> None:
     except CoachError as e:
         print(f"error: {e}", file=sys.stderr)   # unwrapped: one message per line, easy to grep
         sys.exit(e.exit_code)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, RuntimeError) as e:
+        # a Ctrl-C while a class is created (a lazy import) comes wrapped: __set_name__ failed
+        if isinstance(e, RuntimeError) and not isinstance(e.__cause__, KeyboardInterrupt):
+            raise
         print("interrupted", file=sys.stderr)
         sys.exit(130)
     except BrokenPipeError:   # `coach plot … | head -0`: the reader has gone
