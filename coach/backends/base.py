@@ -6,8 +6,8 @@ to reach them and how much capacity it has; it knows nothing about epochs, losse
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol
 
 
 @dataclass(frozen=True)
@@ -16,6 +16,17 @@ class Capacity:
 
     cpu: float          # cores
     memory_gib: float
+    node: tuple[float, float] | None = None   # (cores, GiB) of the largest node: the most one function may ask for
+
+
+@dataclass(frozen=True)
+class Placement:
+    """How a job's functions ask a cluster for room (the local backend has no use for it):
+    each replica of a role requests `cpu[role]` cores and `memory_gib[role]` GiB."""
+
+    cpu: Mapping[str, float] = field(default_factory=dict)
+    memory_gib: Mapping[str, float] = field(default_factory=dict)
+    scheduler: str = "default"     # the job file's `scheduler`: default | gang
 
 
 @dataclass(frozen=True)
@@ -38,8 +49,9 @@ class Backend(Protocol):
     name: str
     capacity: Capacity
 
-    def deploy(self, job_id: str, role: str, replicas: int) -> None:
-        """Make exactly `replicas` replicas of the job's `role` function ready to take events."""
+    def deploy(self, job_id: str, group: Mapping[str, int], placement: Placement = Placement()) -> None:
+        """Make exactly `group[role]` replicas of each role's function ready to take events.
+        One call per group: a gang scheduler must see the whole group at once."""
 
     def invoke(self, job_id: str, role: str, replica: int, payload: dict[str, Any], timeout_s: float) -> Invocation:
         """Send one event to one replica and wait for its answer (never raises for HTTP errors)."""

@@ -25,14 +25,22 @@ if not out.is_terminal:   # piped or captured: do not squeeze tables into 80 col
 
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON instead of a table.")
 CpuOpt = typer.Option(None, "--cpu", help="Cores the local backend may use (default: all).", min=0.1)
-BackendOpt = typer.Option("local", "--backend", help="Where role functions run: local (embedded).")
+BackendOpt = typer.Option("local", "--backend", help="Where role functions run: local (embedded) or cluster "
+                                                    "(pods on the control plane of `coach cluster up`).")
 
 
 def _backend(name: str, cpu: float | None, store: Store):
-    if name != "local":
-        raise SpecError("--backend", "", f"unknown backend {name!r}; available: local")
+    if name not in ("local", "cluster"):
+        raise SpecError("--backend", "", f"unknown backend {name!r}; available: local, cluster")
     if cpu is not None and not math.isfinite(cpu):
         raise SpecError("--cpu", "", f"must be a finite number of cores, got {cpu}")
+    if name == "cluster":
+        if cpu is not None:
+            raise SpecError("--cpu", "", "applies to the local backend; the cluster's nodes set its capacity "
+                                         "(`coach cluster up --nodes N --cpu C`)")
+        from coach.backends.cluster import connect
+
+        return connect(log_dir=store.path.parent / "logs")
     from coach.backends.local import LocalBackend
 
     return LocalBackend(cpu=cpu, log_dir=store.path.parent / "logs")
@@ -45,10 +53,16 @@ def _check_fits(spec: Any, capacity: Any) -> None:
 
     w, s = (spec.workers, spec.servers) if spec.allocation == "static" else (1, 1)
     cpu, mem = footprint(spec.resources, w, s)
+    how = "--cpu" if capacity.node is None else "`coach cluster up --nodes/--cpu/--memory`"
     if cpu > capacity.cpu + 1e-9 or mem > capacity.memory_gib + 1e-9:
         raise SpecError(spec.source, "", f"its smallest allocation ({w} worker(s), {s} server(s) and a scheduler) "
                                          f"needs {cpu:g} cores and {mem:g} GiB; the backend has {capacity.cpu:g} "
-                                         f"cores and {capacity.memory_gib:g} GiB (--cpu)")
+                                         f"cores and {capacity.memory_gib:g} GiB free ({how})")
+    for role, r in spec.resources.items():
+        if capacity.node is not None and (r.cpu > capacity.node[0] + 1e-9 or r.memory_gib > capacity.node[1] + 1e-9):
+            raise SpecError(spec.source, f"resources.{role}",
+                            f"one {role} asks {r.cpu:g} cores and {r.memory_gib:g} GiB; the largest node has "
+                            f"{capacity.node[0]:g} cores and {capacity.node[1]:g} GiB ({how})")
 
 
 def _table(rows: list[dict[str, Any]], title: str | None = None) -> Table:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from coach.cluster.kube import Kube, Obj
+from coach.quantities import cores, gib
 
 NODE_PREFIX = "coach-node-"
 NODE_LABEL = "coach.io/simulated-node"
@@ -70,3 +71,31 @@ def set_nodes(kube: Kube, count: int, cpu: str, memory: str) -> None:
                         for c in current.get("status", {}).get("conditions", [])):
             current["status"] = obj["status"]
             kube.call("PUT", f"/api/v1/nodes/{name}/status", json=current)
+
+
+def nodes_of(kube: Kube) -> list[tuple[float, float]]:
+    """(CPU, GiB) allocatable on each node."""
+    return [node_size(n) for n in kube.nodes()]
+
+
+def node_size(node: dict) -> tuple[float, float]:
+    """A Node object's allocatable (CPU, GiB); Kubernetes writes memory without a unit in bytes
+    (e.g. `--memory 7.3Gi` comes back as 7838315316)."""
+    allocatable = node["status"]["allocatable"]
+    return (cores(str(allocatable.get("cpu", "0"))) or 0.0,
+            gib(str(allocatable.get("memory", "0")), plain_is_bytes=True) or 0.0)
+
+
+def other_work(kube: Kube, but: str | None = None) -> list[tuple[str, float, float]]:
+    """Pods bound to the nodes that have not finished, as (namespace/name, CPU, GiB requested),
+    except those of namespace `but`: room that the caller's own pods cannot use."""
+    out = []
+    for pod in kube.pods():
+        if pod["metadata"]["namespace"] == but or not pod["spec"].get("nodeName") or \
+                pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        requests = [c.get("resources", {}).get("requests", {}) for c in pod["spec"].get("containers", [])]
+        out.append((f"{pod['metadata']['namespace']}/{pod['metadata']['name']}",
+                    sum(cores(str(r.get("cpu", "0"))) or 0.0 for r in requests),
+                    sum(gib(str(r.get("memory", "0")), plain_is_bytes=True) or 0.0 for r in requests)))
+    return out

@@ -8,26 +8,13 @@ from __future__ import annotations
 from typing import Callable
 
 from coach.cluster import Kube
+from coach.cluster.nodes import nodes_of, other_work
 from coach.errors import SpecError
 from coach.experiment.replay import Run, clear, replay
 from coach.experiment.schedulers import DEFAULT
 from coach.experiment.workload import JobArrival
-from coach.quantities import cores, gib
 
 NAMESPACE = "coach-experiment"
-
-
-def nodes_of(kube: Kube) -> list[tuple[float, float]]:
-    """(CPU, GiB) allocatable on each node."""
-    return [node_size(n) for n in kube.nodes()]
-
-
-def node_size(node: dict) -> tuple[float, float]:
-    """A Node object's allocatable (CPU, GiB); Kubernetes writes memory without a unit in bytes
-    (e.g. `--memory 7.3Gi` comes back as 7838315316)."""
-    allocatable = node["status"]["allocatable"]
-    return (cores(str(allocatable.get("cpu", "0"))) or 0.0,
-            gib(str(allocatable.get("memory", "0")), plain_is_bytes=True) or 0.0)
 
 
 def check_fits(workload: list[JobArrival], nodes: list[tuple[float, float]], source: str) -> None:
@@ -43,18 +30,6 @@ def check_fits(workload: list[JobArrival], nodes: list[tuple[float, float]], sou
                                                       "the nodes with `coach cluster up --cpu/--memory`")
 
 
-def other_work(kube: Kube) -> list[tuple[str, float]]:
-    """Pods bound to the nodes that have not finished, as (namespace/name, CPU requested): room
-    that no run of the comparison can use."""
-    out = []
-    for pod in kube.pods():
-        if pod["spec"].get("nodeName") and pod.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
-            cpu = sum(cores(str(c.get("resources", {}).get("requests", {}).get("cpu", "0"))) or 0.0
-                      for c in pod["spec"].get("containers", []))
-            out.append((f"{pod['metadata']['namespace']}/{pod['metadata']['name']}", cpu))
-    return out
-
-
 def compare(kube: Kube, workload: list[JobArrival], source: str, stall_s: float,
             schedulers: tuple[str, ...] = DEFAULT, progress: Callable[[Run, float], None] | None = None,
             announce: Callable[[str], None] = lambda _: None) -> list[Run]:
@@ -66,8 +41,8 @@ def compare(kube: Kube, workload: list[JobArrival], source: str, stall_s: float,
         clear(kube, NAMESPACE, "coach.experiment")
     capacity = sum(c for c, _ in nodes)
     if others := other_work(kube):
-        held = sum(cpu for _, cpu in others)
-        names = ", ".join(name for name, _ in others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        held = sum(cpu for _, cpu, _ in others)
+        names = ", ".join(name for name, _, _ in others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
         pods = f"{len(others)} pod{'s' if len(others) > 1 else ''}"
         announce(f"warning: other work bound to the nodes holds {held:g} of the {capacity:g} CPU ({pods}: {names}); "
                  "every run has that much less room, and the share of capacity used counts only the rest")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from coach.backends.base import Backend, Invocation
+from coach.backends.base import Backend, Invocation, Placement
 from coach.errors import BackendError, Diverged, EpochFailed, FailsAgain
 
 HTTP_MARGIN_S = 30.0   # the HTTP call outlives the role's own deadline by this much
@@ -37,6 +37,7 @@ class EpochPlan:
     checkpoint_in: str | None
     checkpoint_out: str
     task: dict[str, Any]           # dataset, model, hyper (the job's constants)
+    placement: Placement = Placement()   # how the functions ask a cluster for room
 
 
 @dataclass
@@ -89,8 +90,8 @@ class EpochRunner:
     def _attempt(self, plan: EpochPlan, attempt: int,
                  function_s: dict[str, float]) -> tuple[EpochOutcome | None, str]:
         try:
-            for role, n in (("scheduler", 1), ("server", plan.servers), ("worker", plan.workers)):
-                self.backend.deploy(plan.job_id, role, n)
+            self.backend.deploy(plan.job_id, {"scheduler": 1, "server": plan.servers, "worker": plan.workers},
+                                plan.placement)
         except BackendError as e:
             return None, f"deploy: {e}"
         attempt_id = f"{plan.phase}-{plan.epoch:04d}-{attempt}-{uuid.uuid4().hex[:6]}"

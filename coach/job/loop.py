@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from coach.backends.base import Backend
+from coach.backends.base import Backend, Placement
 from coach.data import train_size
 from coach.errors import BackendError, CoachError, Diverged, EpochFailed, FailsAgain, SpecError
 from coach.estimate import EarlierRun, Eta, epoch_budget, eta, measured_cost
@@ -132,6 +132,11 @@ class JobLoop:
         s = self.spec
         return {"dataset": dict(s.dataset), "model": dict(s.model), "hyper": s.hyper}
 
+    def _placement(self) -> Placement:
+        r = self.spec.resources
+        return Placement(cpu={role: r[role].cpu for role in r}, memory_gib={role: r[role].memory_gib for role in r},
+                         scheduler=self.spec.scheduler)
+
     def _execute(self, phase: str, epoch: int, w: int, s: int, limit: int | None,
                  history: list[EpochRecord]) -> EpochRecord:
         samples = min(limit or self.n_train, self.n_train)
@@ -140,7 +145,7 @@ class JobLoop:
                                + SEED_STRIDE * self.spec.seed) % 2**32, limit=limit,
                          deadline_s=deadline_for(history, samples), checkpoint_in=self.store.checkpoint(self.run.job_id),
                          checkpoint_out=str(self.run.work_dir / "checkpoints" / f"{phase}-{epoch:04d}"),
-                         task=self._task())
+                         task=self._task(), placement=self._placement())
         (self.run.work_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
         self.store.update_job(self.run.job_id, status=phase, workers=w, servers=s, epoch=epoch,
                               message=f"{phase} epoch {epoch} on ({w}, {s})")
@@ -326,13 +331,12 @@ class JobLoop:
             return None
         # start every function tuning will use at once, so their start-up overlaps the first
         # mini-epoch instead of delaying each later one (scaled-down replicas stay warm)
-        for role, n in (("scheduler", 1), ("worker", max(w for w, _ in configs)),
-                        ("server", max(s for _, s in configs))):
-            try:
-                self.run.backend.deploy(self.run.job_id, role, n)
-            except BackendError as e:   # only a head start: each epoch deploys what it needs, with retries
-                self._event("deploy_failed", f"starting {n} {role} function(s) ahead of tuning: {e}; "
-                            "each mini-epoch starts what it needs")
+        group = {"scheduler": 1, "server": max(s for _, s in configs), "worker": max(w for w, _ in configs)}
+        try:
+            self.run.backend.deploy(self.run.job_id, group, self._placement())
+        except BackendError as e:   # only a head start: each epoch deploys what it needs, with retries
+            self._event("deploy_failed", f"starting {group['server']} server(s) and {group['worker']} worker(s) "
+                        f"ahead of tuning: {e}; each mini-epoch starts what it needs")
         for i, (w, s) in enumerate(configs):
             if self._stop_requested():
                 return self._finish("stopped", "stopped by request during tuning")

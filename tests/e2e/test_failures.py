@@ -9,6 +9,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -107,6 +108,7 @@ def test_a_failed_head_start_of_tuning_does_not_fail_the_job(tmp_path: Path, coa
     deploys what it needs, with its retries. Before, the job failed at once. The failure is
     injected into the real local backend's first deploy: a replica that will not start cannot be
     provoked reliably from outside."""
+    from coach.backends.base import Placement
     from coach.backends.local import LocalBackend
     from coach.errors import BackendError
     from coach.job.submit import register, run_jobs
@@ -117,11 +119,11 @@ def test_a_failed_head_start_of_tuning_does_not_fail_the_job(tmp_path: Path, coa
     class FirstDeployFails(LocalBackend):
         calls = 0
 
-        def deploy(self, job_id: str, role: str, replicas: int) -> None:
+        def deploy(self, job_id: str, group: Any, placement: Any = Placement()) -> None:
             FirstDeployFails.calls += 1
             if FirstDeployFails.calls == 1:
-                raise BackendError(f"{role}: replica 1 did not start within 60 s")
-            super().deploy(job_id, role, replicas)
+                raise BackendError("worker: replica 1 did not start within 60 s")
+            super().deploy(job_id, group, placement)
 
     store = Store()
     spec = parse_spec(dict(FAST_JOB, name="headstart"), str(tmp_path / "job.yaml"))

@@ -82,6 +82,6 @@ def test_the_figures_of_a_run() -> None:
 def test_a_nodes_memory_reads_as_kubernetes_writes_it(memory: str, gib: float) -> None:
     # a plain number is bytes to Kubernetes (in job files it is GiB): read as GiB, a node of
     # 7.3Gi looked like 7.8 billion GiB and every pod "fit" it
-    from coach.experiment.compare import node_size
+    from coach.cluster.nodes import node_size
 
     assert node_size({"status": {"allocatable": {"cpu": "4", "memory": memory}}}) == (4.0, pytest.approx(gib))

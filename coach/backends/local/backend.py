@@ -16,12 +16,12 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import httpx
 import yaml
 
-from coach.backends.base import Capacity, Invocation
+from coach.backends.base import Capacity, Invocation, Placement
 from coach.errors import BackendError, SpecError
 from coach.models.limit import USER_CODE_LIMIT_ENV, user_code_limit
 from coach.roles.protocol import ROLES
@@ -54,6 +54,7 @@ class LocalBackend:
     """The embedded backend: everything on this machine, ps-lite traffic on 127.0.0.1."""
 
     name = "local"
+    keep_warm = True   # replicas scaled away stay warm for the next epoch
 
     def __init__(self, cpu: float | None = None, memory_gib: float | None = None,
                  functions_dir: Path | None = None, log_dir: Path | None = None) -> None:
@@ -125,37 +126,42 @@ class LocalBackend:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
 
-    def deploy(self, job_id: str, role: str, replicas: int) -> None:
-        """Scale the role to `replicas`. Replicas scaled away stay warm (idle, not invocable)
-        until the job is torn down, like functions that have not yet scaled to zero."""
+    def deploy(self, job_id: str, group: Mapping[str, int], placement: Placement = Placement()) -> None:
+        """Scale each role to `group[role]` replicas, starting the missing ones side by side.
+        Replicas scaled away stay warm (idle, not invocable) until the job is torn down, like
+        functions that have not yet scaled to zero, unless `keep_warm` is off."""
+        missing: dict[str, int] = {}
         with self._lock:
             if self._closed:
                 raise BackendError("the local backend is shut down (interrupted)")
             job = self._jobs.setdefault(job_id, _Job())
-            for pool in (job.replicas, job.idle):
-                for dead in (r for r in pool[role] if r.proc.poll() is not None):
-                    dead.proc.wait()
-                pool[role] = [r for r in pool[role] if r.proc.poll() is None]
-            current = job.replicas[role]
-            while len(current) < replicas and job.idle[role]:
-                current.append(job.idle[role].pop())
-            job.idle[role].extend(current[replicas:])
-            del current[replicas:]
-        missing = replicas - len(current)
-        if missing <= 0:
-            return
-        started = [self._start(job_id, role) for _ in range(missing)]   # warm up side by side
+            retired: list[_Replica] = []
+            for role, replicas in group.items():
+                for pool in (job.replicas, job.idle):
+                    for dead in (r for r in pool[role] if r.proc.poll() is not None):
+                        dead.proc.wait()
+                    pool[role] = [r for r in pool[role] if r.proc.poll() is None]
+                current = job.replicas[role]
+                while len(current) < replicas and job.idle[role]:
+                    current.append(job.idle[role].pop())
+                (job.idle[role] if self.keep_warm else retired).extend(current[replicas:])
+                del current[replicas:]
+                missing[role] = replicas - len(current)
+        for r in retired:
+            self._stop(r.proc)
+        started = [(role, self._start(job_id, role)) for role, n in missing.items() for _ in range(n)]
         try:
-            fresh = [_Replica(p, self._await_port(p, role)) for p in started]
+            fresh = [(role, _Replica(p, self._await_port(p, role))) for role, p in started]
         except BackendError:
-            for p in started:
+            for _, p in started:
                 self._stop(p)
             raise
         with self._lock:
             if not self._closed and job_id in self._jobs:
-                self._jobs[job_id].replicas[role].extend(fresh)
+                for role, r in fresh:
+                    self._jobs[job_id].replicas[role].append(r)
                 return
-        for r in fresh:   # closed or torn down meanwhile: these must not outlive it
+        for _, r in fresh:   # closed or torn down meanwhile: these must not outlive it
             self._stop(r.proc)
         raise BackendError("the local backend is shut down (interrupted)")
 

@@ -1,0 +1,203 @@
+"""Role functions as pods of a Kubernetes control plane, placed by its schedulers.
+
+On a real cluster Nuclio's Deployments create the function pods and kubelets run them. Neither
+can run here: Nuclio builds container images and the local control plane's nodes have no kubelet
+and no container runtime. So this backend does their part and nothing else: one pod per function
+replica, with its role's requests and the labels and annotation of Coach's pod contract
+(scheduler_plugins/pkg/jobs), handed to the scheduler the job file names (`default-scheduler`
+or `coach-gang`); once the scheduler has bound a job's pods, each bound pod's processor runs on
+this machine (the local backend's, on loopback) as a kubelet would start its container, and the
+pod is marked Running. Placement — which pods start, when, on which node — is the real
+schedulers'; only the containers are local processes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import time
+from pathlib import Path
+from typing import Mapping
+
+import yaml
+
+from coach.backends.base import Capacity, Placement
+from coach.backends.local.backend import LocalBackend
+from coach.cluster.errors import ClusterError
+from coach.cluster.kube import Kube, Obj
+from coach.cluster.nodes import nodes_of, other_work
+from coach.errors import BackendError
+from coach.identity import process_identity
+from coach.roles.protocol import ROLES
+
+NAMESPACE = "coach-jobs"
+PLACE_TIMEOUT_S = 60.0
+POLL_S = 0.1
+SCHEDULER_NAMES = {"default": "default-scheduler", "gang": "coach-gang"}   # the job file's `scheduler`
+LABEL_JOB, LABEL_ROLE = "coach.io/job", "coach.io/role"
+MIN_GROUP = "coach.io/min-group"
+OWNER = "coach.io/owner"   # process_identity of the coach process that runs the pod's processor
+
+
+def _serial(pod: Obj) -> int:
+    return int(pod["metadata"]["name"].rsplit("-", 1)[1])
+
+
+class ClusterBackend(LocalBackend):
+    """The local backend's processors, started only for pods a cluster scheduler has bound."""
+
+    name = "cluster"
+    keep_warm = False   # a deleted pod's container stops with it
+
+    def __init__(self, kube: Kube, place_timeout_s: float = PLACE_TIMEOUT_S, log_dir: Path | None = None,
+                 functions_dir: Path | None = None, owns_kube: bool = False) -> None:
+        self.kube = kube
+        self._owns_kube = owns_kube   # close the client with the backend
+        self.place_timeout_s = place_timeout_s
+        self._owner = process_identity(os.getpid()) or str(os.getpid())
+        self._serials = itertools.count(int(time.time() * 10))   # unique across runs, not only in this one
+        self._created: set[str] = set()   # jobs this backend made pods for
+        try:
+            kube.ensure_namespace(NAMESPACE)
+            self._clear_stale()
+            nodes = nodes_of(kube)
+            held = other_work(kube, but=NAMESPACE)
+        except ClusterError as e:
+            raise BackendError(str(e)) from None
+        cpu = sum(c for c, _ in nodes) - sum(c for _, c, _ in held)
+        memory = sum(m for _, m in nodes) - sum(m for _, _, m in held)
+        if cpu <= 0 or memory <= 0:
+            raise BackendError(f"the cluster has no room: {len(nodes)} node(s), {len(held)} pod(s) of other work "
+                               f"bound to them ({cpu:g} CPU, {memory:g} GiB free)")
+        super().__init__(cpu=cpu, memory_gib=memory, functions_dir=functions_dir, log_dir=log_dir)
+        self.capacity = Capacity(cpu=cpu, memory_gib=memory, node=max(nodes))
+        self._image = yaml.safe_load((self.functions_dir / "worker" / "function.yaml").read_text())["spec"]["image"]
+
+    # -- pods ------------------------------------------------------------------------------
+    def _clear_stale(self) -> None:
+        """Pods whose coach process has ended hold room no one will use (a run that was killed)."""
+        for pod in self.kube.pods(NAMESPACE):
+            owner = pod["metadata"].get("annotations", {}).get(OWNER, "")
+            pid = owner.split(":")[1] if owner.count(":") == 2 else ""
+            if not pid.isdigit() or process_identity(int(pid)) != owner:
+                self.kube.delete_pod(NAMESPACE, pod["metadata"]["name"])
+
+    def _pods(self, job_id: str) -> dict[str, list[Obj]]:
+        out: dict[str, list[Obj]] = {r: [] for r in ROLES}
+        for pod in self.kube.pods(NAMESPACE, f"{LABEL_JOB}={job_id}"):
+            if pod["metadata"].get("deletionTimestamp") is None:
+                out[pod["metadata"]["labels"][LABEL_ROLE]].append(pod)
+        for pods in out.values():
+            pods.sort(key=_serial)
+        return out
+
+    def _pod(self, job_id: str, role: str, group_size: int, placement: Placement) -> Obj:
+        requests = {}
+        if role in placement.cpu:
+            requests["cpu"] = f"{round(placement.cpu[role] * 1000)}m"
+        if role in placement.memory_gib:
+            requests["memory"] = f"{round(placement.memory_gib[role] * 1024)}Mi"
+        return {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{job_id}-{role}-{next(self._serials)}", "namespace": NAMESPACE,
+                         "labels": {LABEL_JOB: job_id, LABEL_ROLE: role, "app.kubernetes.io/managed-by": "coach"},
+                         "annotations": {MIN_GROUP: str(group_size), OWNER: self._owner}},
+            "spec": {"schedulerName": SCHEDULER_NAMES[placement.scheduler], "restartPolicy": "Never",
+                     "terminationGracePeriodSeconds": 0,
+                     "containers": [{"name": role, "image": self._image, "resources": {"requests": requests}}]},
+        }
+
+    def _await_binding(self, job_id: str, scheduler: str, size: int) -> list[Obj]:
+        """The job's pods once every one is bound; if the scheduler has not bound them all in time,
+        none of them may keep room (a partly bound group is how a deadlock starts)."""
+        deadline = time.monotonic() + self.place_timeout_s
+        while True:
+            pods = [p for ps in self._pods(job_id).values() for p in ps]
+            waiting = [p for p in pods if not p["spec"].get("nodeName")]
+            if len(pods) < size:
+                raise BackendError(f"{size - len(pods)} of the job's {size} pods were deleted (not by Coach) "
+                                   "while they were being placed")
+            if not waiting:
+                return pods
+            if self._closed:
+                raise BackendError("the cluster backend is shut down (interrupted)")
+            if time.monotonic() > deadline:
+                self.kube.delete_pods(NAMESPACE, f"{LABEL_JOB}={job_id}")
+                raise BackendError(f"{scheduler} placed {len(pods) - len(waiting)} of the {len(pods)} pods in "
+                                   f"{self.place_timeout_s:g} s ({_why(waiting[0])}); all were deleted")
+            time.sleep(POLL_S)
+
+    def _patch(self, pod: Obj, patch: Obj, subresource: str = "") -> None:
+        meta = pod["metadata"]
+        self.kube.call("PATCH", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}{subresource}",
+                       content=json.dumps(patch), headers={"Content-Type": "application/merge-patch+json"})
+
+    def _mark_running(self, pod: Obj) -> None:
+        """What the node's kubelet would report once the container runs: the pod is on loopback."""
+        self._patch(pod, {"status": {"phase": "Running", "podIP": "127.0.0.1", "hostIP": "127.0.0.1",
+                                     "conditions": [{"type": "Ready", "status": "True"}]}}, "/status")
+
+    # -- Backend -----------------------------------------------------------------------------
+    def deploy(self, job_id: str, group: Mapping[str, int], placement: Placement = Placement()) -> None:
+        """Delete the pods the group no longer needs, create the missing ones together (the gang
+        scheduler sees the whole group: its minimum group is all of it), wait for the scheduler
+        to bind them, then start their processors."""
+        scheduler = SCHEDULER_NAMES[placement.scheduler]
+        try:
+            pods = self._pods(job_id)
+            size = sum(group.values())
+            for role in ROLES:
+                for pod in pods[role][group.get(role, 0):]:
+                    self.kube.delete_pod(NAMESPACE, pod["metadata"]["name"])
+                for pod in pods[role][:group.get(role, 0)]:   # a job's minimum group is the largest its pods ask
+                    if pod["metadata"].get("annotations", {}).get(MIN_GROUP) != str(size):
+                        self._patch(pod, {"metadata": {"annotations": {MIN_GROUP: str(size)}}})
+            self._created.add(job_id)
+            for role in ROLES:
+                for _ in range(group.get(role, 0) - len(pods[role])):
+                    self.kube.create_pod(self._pod(job_id, role, size, placement))
+            for pod in self._await_binding(job_id, scheduler, size):
+                if pod.get("status", {}).get("phase") != "Running":
+                    self._mark_running(pod)
+        except ClusterError as e:
+            raise BackendError(str(e)) from None
+        super().deploy(job_id, group, placement)
+
+    def teardown(self, job_id: str) -> None:
+        super().teardown(job_id)
+        try:
+            self.kube.delete_pods(NAMESPACE, f"{LABEL_JOB}={job_id}")
+        except ClusterError as e:
+            raise BackendError(str(e)) from None
+        self._created.discard(job_id)
+
+    def close(self) -> None:
+        super().close()
+        for job_id in list(self._created):
+            try:
+                self.kube.delete_pods(NAMESPACE, f"{LABEL_JOB}={job_id}")
+            except ClusterError:
+                pass   # the apiserver is gone: the next backend clears them as stale
+        if self._owns_kube:
+            self.kube.close()
+
+
+def _why(pod: Obj) -> str:
+    """The scheduler's last word on an unbound pod."""
+    for c in pod.get("status", {}).get("conditions", []):
+        if c.get("type") == "PodScheduled" and c.get("status") == "False":
+            return f"{pod['metadata']['name']}: {c.get('message') or c.get('reason')}"
+    return f"{pod['metadata']['name']}: no scheduling decision yet"
+
+
+def connect(place_timeout_s: float = PLACE_TIMEOUT_S, log_dir: Path | None = None) -> ClusterBackend:
+    """The backend on the local control plane `coach cluster up` started."""
+    from coach.cluster import status
+
+    st = status()
+    if not st.running or st.kubeconfig is None:
+        raise BackendError("no local control plane is running: start one with `coach cluster up` "
+                           f"(state in {st.state_dir})")
+    return ClusterBackend(Kube(st.kubeconfig), place_timeout_s=place_timeout_s, log_dir=log_dir, owns_kube=True)
+

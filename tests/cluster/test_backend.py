@@ -1,0 +1,130 @@
+"""`coach submit --backend cluster`: a real training job whose role-function pods the session's
+real schedulers place (default-scheduler or coach-gang). The pods' containers are the local
+backend's processors, started by the backend for each bound pod: the control plane's nodes have
+no kubelet and this machine no container runtime (the one part that is not the real thing)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from coach.backends.base import Placement
+from coach.backends.cluster import NAMESPACE, ClusterBackend
+from coach.cluster import Kube
+from coach.errors import BackendError
+from coach.identity import process_identity
+from tests.cluster.workload import Workload, wait_for
+from tests.conftest import FAST_JOB, run_coach, write_job
+
+PLACEMENT = Placement(cpu={"scheduler": 0.1, "server": 0.25, "worker": 0.5},
+                      memory_gib={"scheduler": 0.25, "server": 0.5, "worker": 1.0})
+
+
+def scheduled_by(kube: Kube, job_id: str) -> list[str]:
+    """The scheduler that bound each of the job's pods, from the events the schedulers wrote."""
+    events = kube.call("GET", f"/apis/events.k8s.io/v1/namespaces/{NAMESPACE}/events")["items"]
+    return [e.get("reportingController", "") for e in events
+            if e.get("reason") == "Scheduled" and e["regarding"]["name"].startswith(f"{job_id}-")]
+
+
+@pytest.mark.parametrize("scheduler, name", [("gang", "coach-gang"), ("default", "default-scheduler")])
+def test_a_job_trains_on_pods_its_scheduler_placed(workload: Workload, coach_home: Path, tmp_path: Path,
+                                                   scheduler: str, name: str) -> None:
+    job = write_job(tmp_path / "job.yaml", name=f"on-{scheduler}", scheduler=scheduler, **FAST_JOB)
+    proc = run_coach("submit", str(job), "--backend", "cluster", "--json", timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [status] = json.loads(run_coach("status", "--json", check=True).stdout)
+    assert status["status"] == "succeeded", status
+    history = json.loads(run_coach("history", status["job_id"], "--json", check=True).stdout)
+    pods_needed = sum(1 + r["servers"] + r["workers"] for r in history)   # at most: pods are kept between epochs
+    by = scheduled_by(workload.kube, status["job_id"])
+    assert set(by) == {name}, by
+    assert 3 <= len(by) <= pods_needed + 7, by   # + the head start of tuning (1 + 2 servers + 2 workers at most)
+    assert not workload.kube.pods(NAMESPACE, f"coach.io/job={status['job_id']}"), "pods outlived the job"
+
+
+@pytest.mark.parametrize("scheduler, placed", [("gang", 0), ("default", 3)])
+def test_a_group_that_cannot_be_placed_whole_holds_no_room(workload: Workload, scheduler: str, placed: int) -> None:
+    """Two workers of 3.9 CPU fit the 8 CPU of two 4-CPU nodes only without the scheduler and the
+    server: coach-gang places none of the 4 pods, the default scheduler 3 (a deadlock in the
+    making). Either way the backend gives up after its timeout, says why and deletes them all."""
+    backend = ClusterBackend(workload.kube, place_timeout_s=3)
+    try:
+        with pytest.raises(BackendError) as e:
+            backend.deploy("toobig", {"scheduler": 1, "server": 1, "worker": 2},
+                           Placement(cpu=dict(PLACEMENT.cpu, worker=3.9), memory_gib=PLACEMENT.memory_gib,
+                                     scheduler=scheduler))
+        assert f"placed {placed} of the 4 pods in 3 s" in str(e.value), e.value
+        assert "Insufficient cpu" in str(e.value) or "do not fit the free capacity" in str(e.value), e.value
+        assert not workload.kube.pods(NAMESPACE, "coach.io/job=toobig")
+    finally:
+        backend.close()
+
+
+def test_pods_of_a_coach_process_that_ended_are_deleted_and_others_kept(workload: Workload) -> None:
+    """A killed `coach submit` leaves its pods holding room; the next backend deletes those, and
+    only those: a pod of a running coach process (here this test's) is not stale."""
+    workload.kube.ensure_namespace(NAMESPACE)
+    mine = process_identity(os.getpid())
+    boot = mine.split(":")[0]
+    for job, owner in (("dead", f"{boot}:999999999:1"), ("alive", mine), ("garbled", "x")):
+        workload.kube.create_pod({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{job}-worker-1", "namespace": NAMESPACE,
+                         "labels": {"coach.io/job": job, "coach.io/role": "worker"},
+                         "annotations": {"coach.io/owner": owner}},
+            "spec": {"containers": [{"name": "worker", "image": "coach-functions:0.1.0"}]}})
+    backend = ClusterBackend(workload.kube)
+    try:
+        wait_for(lambda: {p["metadata"]["name"] for p in workload.kube.pods(NAMESPACE)} == {"alive-worker-1"}, 10,
+                 "the stale pods to go")
+    finally:
+        workload.kube.delete_pods(NAMESPACE)
+        backend.close()
+
+
+def test_the_group_shrinks_and_grows_in_place(workload: Workload) -> None:
+    """Pods the next epoch still needs are kept (their processors stay warm); every pod then asks
+    for the new group's size, since coach-gang takes a job's largest: a kept pod asking for the
+    old, larger group would keep a new one gated forever."""
+    backend = ClusterBackend(workload.kube, place_timeout_s=30)
+    gang = Placement(cpu=PLACEMENT.cpu, memory_gib=PLACEMENT.memory_gib, scheduler="gang")
+    try:
+        names = []
+        for group in ({"scheduler": 1, "server": 2, "worker": 2}, {"scheduler": 1, "server": 1, "worker": 1},
+                      {"scheduler": 1, "server": 1, "worker": 2}):
+            backend.deploy("grows", group, gang)
+            pods = workload.kube.pods(NAMESPACE, "coach.io/job=grows")
+            assert len(pods) == sum(group.values())
+            assert all(p["spec"].get("nodeName") and p["status"]["phase"] == "Running" for p in pods)
+            assert {p["metadata"]["annotations"]["coach.io/min-group"] for p in pods} == {str(len(pods))}
+            names.append({p["metadata"]["name"] for p in pods})
+        assert names[1] < names[0] and names[1] < names[2], names
+    finally:
+        backend.close()
+    assert not workload.kube.pods(NAMESPACE, "coach.io/job=grows")
+
+
+@pytest.mark.parametrize("args, fields, code, message", [
+    (["--cpu", "2"], {}, 2, "--cpu: applies to the local backend"),
+    ([], {"resources": {"worker": {"cpu": 5}}}, 2, "resources.worker: one worker asks 5 cores"),
+])
+def test_bad_input_for_the_cluster_backend(workload: Workload, coach_home: Path, tmp_path: Path,
+                                           args: list[str], fields: dict, code: int, message: str) -> None:
+    job = write_job(tmp_path / "job.yaml", **dict(FAST_JOB, name="bad", **fields))
+    proc = run_coach("submit", str(job), "--backend", "cluster", *args)
+    assert proc.returncode == code and message in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert json.loads(run_coach("status", "--json", check=True).stdout) == []   # nothing recorded
+
+
+def test_no_control_plane_is_a_message(coach_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COACH_CLUSTER_DIR", str(tmp_path / "none"))
+    job = write_job(tmp_path / "job.yaml", name="nocluster", **FAST_JOB)
+    proc = run_coach("submit", str(job), "--backend", "cluster")
+    assert proc.returncode == 1 and "no local control plane is running: start one with `coach cluster up`" \
+        in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
