@@ -15,8 +15,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def submit_job(job: dict) -> tuple[float, dict, list[dict]]:
-    """(wall seconds of `coach submit`, the job's final record, its history records)."""
+def submit_job(job: dict, *args: str) -> tuple[float, dict, list[dict]]:
+    """(wall seconds of `coach submit JOB ARGS`, the job's final record, its history records)."""
     with tempfile.TemporaryDirectory() as home:
         path = Path(home) / f"{job['name']}.yaml"
         path.write_text(yaml.safe_dump(job))
@@ -27,6 +27,6 @@ def submit_job(job: dict) -> tuple[float, dict, list[dict]]:
                                   text=True, cwd=ROOT).stdout
 
         t0 = time.monotonic()
-        [rec] = json.loads(coach("submit", str(path), "--json"))
+        [rec] = json.loads(coach("submit", str(path), "--json", *args))
         wall = time.monotonic() - t0
         return wall, rec, json.loads(coach("history", rec["job_id"], "--json"))

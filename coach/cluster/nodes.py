@@ -3,7 +3,8 @@
 There is no kubelet: a Node object with capacity and a Ready condition is all
 the schedulers look at, and without a node-lifecycle controller nothing marks
 it NotReady. Pods bound to these nodes stay Pending with spec.nodeName set,
-which is what scheduling tests and benchmarks measure.
+which is what scheduling tests and benchmarks measure; only the cluster backend
+(coach/backends/cluster) runs its own bound pods and marks them Running.
 """
 
 from __future__ import annotations

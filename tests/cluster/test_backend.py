@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +20,8 @@ from coach.cluster import Kube
 from coach.errors import BackendError
 from coach.identity import process_identity
 from tests.cluster.workload import Workload, wait_for
-from tests.conftest import FAST_JOB, run_coach, write_job
+from tests.conftest import COACH, FAST_JOB, ROOT, run_coach, write_job
+from tests.e2e.test_failures import _wait_no_processes_of
 
 PLACEMENT = Placement(cpu={"scheduler": 0.1, "server": 0.25, "worker": 0.5},
                       memory_gib={"scheduler": 0.25, "server": 0.5, "worker": 1.0})
@@ -44,6 +48,28 @@ def test_a_job_trains_on_pods_its_scheduler_placed(workload: Workload, coach_hom
     assert set(by) == {name}, by
     assert 3 <= len(by) <= pods_needed + 7, by   # + the head start of tuning (1 + 2 servers + 2 workers at most)
     assert not workload.kube.pods(NAMESPACE, f"coach.io/job={status['job_id']}"), "pods outlived the job"
+
+
+def test_ctrl_c_leaves_no_pod_and_no_process(workload: Workload, coach_home: Path, tmp_path: Path) -> None:
+    """Interrupted while its pods run, `coach submit` stops the job with its checkpoint and
+    deletes every pod it created: a pod left behind would hold its node's room for good."""
+    job = write_job(tmp_path / "job.yaml", name="ctrlc", scheduler="gang",
+                    **dict(FAST_JOB, allocation="static", workers=2, servers=1, target_loss=0.01))
+    proc = subprocess.Popen([*COACH, "submit", str(job), "--backend", "cluster", "--json"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    try:
+        wait_for(lambda: len([p for p in workload.kube.pods(NAMESPACE)
+                              if p.get("status", {}).get("phase") == "Running"]) == 4, 120, "the job's 4 pods to run")
+        time.sleep(2)   # into an epoch
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    [rec] = json.loads(out)
+    assert rec["status"] == "stopped", rec
+    assert not workload.kube.pods(NAMESPACE), "pods outlived the interrupted run"
+    assert _wait_no_processes_of(coach_home, timeout=15), "a function process outlived the interrupted run"
 
 
 @pytest.mark.parametrize("scheduler, placed", [("gang", 0), ("default", 3)])

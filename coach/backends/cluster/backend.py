@@ -51,9 +51,8 @@ class ClusterBackend(LocalBackend):
     keep_warm = False   # a deleted pod's container stops with it
 
     def __init__(self, kube: Kube, place_timeout_s: float = PLACE_TIMEOUT_S, log_dir: Path | None = None,
-                 functions_dir: Path | None = None, owns_kube: bool = False) -> None:
+                 functions_dir: Path | None = None) -> None:
         self.kube = kube
-        self._owns_kube = owns_kube   # close the client with the backend
         self.place_timeout_s = place_timeout_s
         self._owner = process_identity(os.getpid()) or str(os.getpid())
         self._serials = itertools.count(int(time.time() * 10))   # unique across runs, not only in this one
@@ -173,14 +172,14 @@ class ClusterBackend(LocalBackend):
         self._created.discard(job_id)
 
     def close(self) -> None:
+        """Called twice on Ctrl-C (by the signal handler, then once the jobs have ended), so the
+        second call deletes the pods a job thread created in between."""
         super().close()
         for job_id in list(self._created):
             try:
                 self.kube.delete_pods(NAMESPACE, f"{LABEL_JOB}={job_id}")
             except ClusterError:
                 pass   # the apiserver is gone: the next backend clears them as stale
-        if self._owns_kube:
-            self.kube.close()
 
 
 def _why(pod: Obj) -> str:
@@ -199,5 +198,5 @@ def connect(place_timeout_s: float = PLACE_TIMEOUT_S, log_dir: Path | None = Non
     if not st.running or st.kubeconfig is None:
         raise BackendError("no local control plane is running: start one with `coach cluster up` "
                            f"(state in {st.state_dir})")
-    return ClusterBackend(Kube(st.kubeconfig), place_timeout_s=place_timeout_s, log_dir=log_dir, owns_kube=True)
+    return ClusterBackend(Kube(st.kubeconfig), place_timeout_s=place_timeout_s, log_dir=log_dir)
 

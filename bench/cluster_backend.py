@@ -1,0 +1,102 @@
+"""Real training jobs on the local backend and on the cluster backend under each scheduler.
+
+The same jobs (one alone, then `--concurrent` at once with seeds 0, 1, …) run with
+`coach submit` on the embedded local backend, and with `--backend cluster` on a control plane
+this benchmark starts in a directory of its own (`--nodes` × `--cpu`), once with the job files'
+`scheduler: default` (default-scheduler) and once with `scheduler: gang` (coach-gang). The
+order rotates per round to spread machine noise. Printed per run: wall time of `coach submit`
+(all jobs), training epochs, retries, and the ratio to the local backend; the placement cost is
+what the cluster backend adds (pods created, bound, marked Running, deleted).
+
+    .venv/bin/python bench/cluster_backend.py [--job jobs/mlp-digits.yaml] [--rounds 2] [--concurrent 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from coach_job import ROOT
+
+sys.path.insert(0, str(ROOT))
+from coach import cluster  # noqa: E402
+
+SETUPS = (("local", "default", ()), ("cluster default-scheduler", "default", ("--backend", "cluster")),
+          ("cluster coach-gang", "gang", ("--backend", "cluster")))
+
+
+def submit(jobs: list[dict], args: tuple[str, ...]) -> dict:
+    """Wall time of one `coach submit` of all jobs, their statuses, training epochs and retries."""
+    with tempfile.TemporaryDirectory() as home:
+        paths = []
+        for job in jobs:
+            paths.append(Path(home) / f"{job['name']}.yaml")
+            paths[-1].write_text(yaml.safe_dump(job))
+        env = dict(os.environ, COACH_HOME=home)
+
+        def coach(*a: str) -> subprocess.CompletedProcess:
+            return subprocess.run([sys.executable, "-m", "coach.cli.main", *a], env=env, capture_output=True,
+                                  text=True, cwd=ROOT)
+
+        t0 = time.monotonic()
+        proc = coach("submit", *map(str, paths), "--json", *args)
+        wall = time.monotonic() - t0
+        if proc.returncode not in (0, 1):
+            raise SystemExit(f"coach submit {' '.join(args)} exited {proc.returncode}: {proc.stderr[-2000:]}")
+        records = json.loads(proc.stdout)
+        epochs = retries = 0
+        for rec in records:
+            hist = json.loads(coach("history", rec["job_id"], "--json").stdout)
+            epochs += sum(1 for h in hist if h["phase"] == "training")
+            retries += sum(int(h.get("retries") or 0) for h in hist)
+        return {"wall_s": wall, "statuses": sorted(r["status"] for r in records), "epochs": epochs,
+                "retries": retries}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--job", default=str(ROOT / "jobs" / "mlp-digits.yaml"))
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--concurrent", type=int, default=3, help="jobs submitted at once in the second scenario")
+    ap.add_argument("--nodes", type=int, default=2)
+    ap.add_argument("--cpu", default="2", help="CPU of each simulated node")
+    ap.add_argument("--memory", default="4Gi")
+    args = ap.parse_args()
+    base = yaml.safe_load(Path(args.job).read_text())
+    base["budget"] = max(float(base["budget"]), 1.0)   # measure time, not the budget rule
+    os.environ["COACH_CLUSTER_DIR"] = tempfile.mkdtemp(prefix="coach-bench-cluster-")
+    cluster.up(nodes=args.nodes, cpu=args.cpu, memory=args.memory)
+    results: dict[tuple[str, int], list[float]] = {}
+    try:
+        for r in range(args.rounds):
+            setups = SETUPS[r % len(SETUPS):] + SETUPS[:r % len(SETUPS)]
+            for n in (1, args.concurrent):
+                for label, scheduler, extra in setups:
+                    jobs = [dict(base, name=f"j{i}", seed=i, scheduler=scheduler) for i in range(n)]
+                    x = submit(jobs, extra)
+                    results.setdefault((label, n), []).append(x["wall_s"])
+                    print(f"round {r + 1}  {n} job(s)  {label:<26} {x['wall_s']:6.1f} s  {', '.join(x['statuses'])}  "
+                          f"{x['epochs']} training epochs, {x['retries']} retries", flush=True)
+    finally:
+        cluster.down()
+    summary = {}
+    for n in (1, args.concurrent):
+        local = sum(results[("local", n)])
+        for label, _, _ in SETUPS:
+            total = sum(results[(label, n)])
+            summary[f"{label}, {n} job(s)"] = {"summed_s": round(total, 1), "vs_local": round(total / local, 3)}
+            print(f"{n} job(s)  {label:<26} summed over {args.rounds} rounds {total:6.1f} s, "
+                  f"ratio to local {total / local:.3f}")
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
