@@ -49,9 +49,10 @@ class Backend(Protocol):
     name: str
     capacity: Capacity
 
-    def deploy(self, job_id: str, group: Mapping[str, int], placement: Placement = Placement()) -> None:
+    def deploy(self, job_id: str, group: Mapping[str, int], placement: Placement = Placement()) -> str | None:
         """Make exactly `group[role]` replicas of each role's function ready to take events.
-        One call per group: a gang scheduler must see the whole group at once."""
+        One call per group: a gang scheduler must see the whole group at once. Returns what
+        the job's events should say about where new replicas were placed, if anything."""
 
     def invoke(self, job_id: str, role: str, replica: int, payload: dict[str, Any], timeout_s: float) -> Invocation:
         """Send one event to one replica and wait for its answer (never raises for HTTP errors)."""

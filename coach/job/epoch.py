@@ -90,8 +90,10 @@ class EpochRunner:
     def _attempt(self, plan: EpochPlan, attempt: int,
                  function_s: dict[str, float]) -> tuple[EpochOutcome | None, str]:
         try:
-            self.backend.deploy(plan.job_id, {"scheduler": 1, "server": plan.servers, "worker": plan.workers},
-                                plan.placement)
+            placed = self.backend.deploy(plan.job_id, {"scheduler": 1, "server": plan.servers, "worker": plan.workers},
+                                         plan.placement)
+            if placed:
+                self.on_event("placed", f"{plan.phase} epoch {plan.epoch}: {placed}")
         except BackendError as e:
             return None, f"deploy: {e}"
         attempt_id = f"{plan.phase}-{plan.epoch:04d}-{attempt}-{uuid.uuid4().hex[:6]}"

@@ -333,7 +333,9 @@ class JobLoop:
         # mini-epoch instead of delaying each later one (scaled-down replicas stay warm)
         group = {"scheduler": 1, "server": max(s for _, s in configs), "worker": max(w for w, _ in configs)}
         try:
-            self.run.backend.deploy(self.run.job_id, group, self._placement())
+            placed = self.run.backend.deploy(self.run.job_id, group, self._placement())
+            if placed:
+                self._event("placed", f"ahead of tuning: {placed}")
         except BackendError as e:   # only a head start: each epoch deploys what it needs, with retries
             self._event("deploy_failed", f"starting {group['server']} server(s) and {group['worker']} worker(s) "
                         f"ahead of tuning: {e}; each mini-epoch starts what it needs")

@@ -48,6 +48,10 @@ def test_a_job_trains_on_pods_its_scheduler_placed(workload: Workload, coach_hom
     assert set(by) == {name}, by
     assert 3 <= len(by) <= pods_needed + 7, by   # + the head start of tuning (1 + 2 servers + 2 workers at most)
     assert not workload.kube.pods(NAMESPACE, f"coach.io/job={status['job_id']}"), "pods outlived the job"
+    events = json.loads(run_coach("events", status["job_id"], "--json", check=True).stdout)
+    placed = [e["message"] for e in events if e["kind"] == "placed"]
+    assert placed and all(f"placed by {name} in " in m and "coach-node-" in m for m in placed), placed
+    assert sum(int(m.split(": ", 1)[1].split(" pod(s)")[0]) for m in placed) == len(by), (placed, by)
 
 
 def test_ctrl_c_leaves_no_pod_and_no_process(workload: Workload, coach_home: Path, tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import itertools
 import json
 import os
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Mapping
 
@@ -138,10 +139,10 @@ class ClusterBackend(LocalBackend):
                                      "conditions": [{"type": "Ready", "status": "True"}]}}, "/status")
 
     # -- Backend -----------------------------------------------------------------------------
-    def deploy(self, job_id: str, group: Mapping[str, int], placement: Placement = Placement()) -> None:
+    def deploy(self, job_id: str, group: Mapping[str, int], placement: Placement = Placement()) -> str | None:
         """Delete the pods the group no longer needs, create the missing ones together (the gang
         scheduler sees the whole group: its minimum group is all of it), wait for the scheduler
-        to bind them, then start their processors."""
+        to bind them, then start their processors. Says who placed the new pods where, and how fast."""
         scheduler = SCHEDULER_NAMES[placement.scheduler]
         try:
             pods = self._pods(job_id)
@@ -153,15 +154,22 @@ class ClusterBackend(LocalBackend):
                     if pod["metadata"].get("annotations", {}).get(MIN_GROUP) != str(size):
                         self._patch(pod, {"metadata": {"annotations": {MIN_GROUP: str(size)}}})
             self._created.add(job_id)
-            for role in ROLES:
-                for _ in range(group.get(role, 0) - len(pods[role])):
-                    self.kube.create_pod(self._pod(job_id, role, size, placement))
-            for pod in self._await_binding(job_id, scheduler, size):
+            t0 = time.monotonic()
+            new = [self.kube.create_pod(self._pod(job_id, role, size, placement))["metadata"]["name"]
+                   for role in ROLES for _ in range(group.get(role, 0) - len(pods[role]))]
+            bound = self._await_binding(job_id, scheduler, size)
+            placed_s = time.monotonic() - t0
+            for pod in bound:
                 if pod.get("status", {}).get("phase") != "Running":
                     self._mark_running(pod)
         except ClusterError as e:
             raise BackendError(str(e)) from None
         super().deploy(job_id, group, placement)
+        if not new:
+            return None
+        nodes = Counter(p["spec"]["nodeName"] for p in bound if p["metadata"]["name"] in new)
+        where = ", ".join(f"{node} ×{n}" for node, n in sorted(nodes.items()))
+        return f"{len(new)} pod(s) placed by {scheduler} in {placed_s:.2f} s: {where}"
 
     def teardown(self, job_id: str) -> None:
         super().teardown(job_id)

@@ -126,7 +126,7 @@ class LocalBackend:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
 
-    def deploy(self, job_id: str, group: Mapping[str, int], placement: Placement = Placement()) -> None:
+    def deploy(self, job_id: str, group: Mapping[str, int], placement: Placement = Placement()) -> str | None:
         """Scale each role to `group[role]` replicas, starting the missing ones side by side.
         Replicas scaled away stay warm (idle, not invocable) until the job is torn down, like
         functions that have not yet scaled to zero, unless `keep_warm` is off."""
@@ -160,7 +160,7 @@ class LocalBackend:
             if not self._closed and job_id in self._jobs:
                 for role, r in fresh:
                     self._jobs[job_id].replicas[role].append(r)
-                return
+                return None
         for _, r in fresh:   # closed or torn down meanwhile: these must not outlive it
             self._stop(r.proc)
         raise BackendError("the local backend is shut down (interrupted)")
