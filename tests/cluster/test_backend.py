@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -76,22 +77,49 @@ def test_ctrl_c_leaves_no_pod_and_no_process(workload: Workload, coach_home: Pat
     assert _wait_no_processes_of(coach_home, timeout=15), "a function process outlived the interrupted run"
 
 
-@pytest.mark.parametrize("scheduler, placed", [("gang", 0), ("default", 3)])
-def test_a_group_that_cannot_be_placed_whole_holds_no_room(workload: Workload, scheduler: str, placed: int) -> None:
+@pytest.mark.parametrize("scheduler, placed, waited", [("gang", "placed 0 of the 4 pods in 8 s", 8),
+                                                       ("default", "placed 3 of the 4 pods and no more in 3 s", 3)])
+def test_a_group_that_cannot_be_placed_whole_holds_no_room(workload: Workload, scheduler: str, placed: str,
+                                                           waited: int) -> None:
     """Two workers of 3.9 CPU fit the 8 CPU of two 4-CPU nodes only without the scheduler and the
     server: coach-gang places none of the 4 pods, the default scheduler 3 (a deadlock in the
-    making). Either way the backend gives up after its timeout, says why and deletes them all."""
-    backend = ClusterBackend(workload.kube, place_timeout_s=3)
+    making). Either way the backend gives up, says why and deletes them all: soon when part of
+    the group holds room (3 s here), later when none does (8 s: it may be waiting its turn)."""
+    backend = ClusterBackend(workload.kube, place_timeout_s=3, wait_timeout_s=8)
     try:
+        t0 = time.monotonic()
         with pytest.raises(BackendError) as e:
             backend.deploy("toobig", {"scheduler": 1, "server": 1, "worker": 2},
                            Placement(cpu=dict(PLACEMENT.cpu, worker=3.9), memory_gib=PLACEMENT.memory_gib,
                                      scheduler=scheduler))
-        assert f"placed {placed} of the 4 pods in 3 s" in str(e.value), e.value
+        assert waited <= time.monotonic() - t0 < waited + 5
+        assert placed in str(e.value), e.value
         assert "Insufficient cpu" in str(e.value) or "do not fit the free capacity" in str(e.value), e.value
         assert not workload.kube.pods(NAMESPACE, "coach.io/job=toobig")
     finally:
         backend.close()
+
+
+def test_a_gang_group_waits_for_room_and_keeps_its_place(workload: Workload) -> None:
+    """Room held by another group: coach-gang keeps the new group out until that room frees, and
+    the backend waits (nothing of it is bound, so it holds nothing) instead of giving up."""
+    gang = Placement(cpu=dict(PLACEMENT.cpu, worker=3.0), memory_gib=PLACEMENT.memory_gib, scheduler="gang")
+    first = ClusterBackend(workload.kube, place_timeout_s=2, wait_timeout_s=60)
+    second = ClusterBackend(workload.kube, place_timeout_s=2, wait_timeout_s=60)
+    try:
+        first.deploy("holder", {"scheduler": 1, "server": 1, "worker": 2}, gang)   # 6.35 of the 8 CPU
+        done: list[str | None] = []
+        waiter = threading.Thread(target=lambda: done.append(
+            second.deploy("waiter", {"scheduler": 1, "server": 1, "worker": 1}, gang)))
+        waiter.start()
+        time.sleep(5)   # longer than place_timeout_s: a timeout would have deleted the group by now
+        assert not done and len(workload.kube.pods(NAMESPACE, "coach.io/job=waiter")) == 3
+        first.teardown("holder")
+        waiter.join(30)
+        assert done and "3 pod(s) placed by coach-gang" in str(done[0]), done
+    finally:
+        first.close()
+        second.close()
 
 
 def test_pods_of_a_coach_process_that_ended_are_deleted_and_others_kept(workload: Workload) -> None:

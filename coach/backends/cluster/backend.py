@@ -33,7 +33,8 @@ from coach.identity import process_identity
 from coach.roles.protocol import ROLES
 
 NAMESPACE = "coach-jobs"
-PLACE_TIMEOUT_S = 60.0
+PLACE_TIMEOUT_S = 60.0    # a partly bound group holds room others may need: give it back soon
+WAIT_TIMEOUT_S = 600.0    # a group with nothing bound holds nothing; it waits for room (coach-gang's queue)
 POLL_S = 0.1
 SCHEDULER_NAMES = {"default": "default-scheduler", "gang": "coach-gang"}   # the job file's `scheduler`
 LABEL_JOB, LABEL_ROLE = "coach.io/job", "coach.io/role"
@@ -51,10 +52,10 @@ class ClusterBackend(LocalBackend):
     name = "cluster"
     keep_warm = False   # a deleted pod's container stops with it
 
-    def __init__(self, kube: Kube, place_timeout_s: float = PLACE_TIMEOUT_S, log_dir: Path | None = None,
-                 functions_dir: Path | None = None) -> None:
+    def __init__(self, kube: Kube, place_timeout_s: float = PLACE_TIMEOUT_S, wait_timeout_s: float = WAIT_TIMEOUT_S,
+                 log_dir: Path | None = None, functions_dir: Path | None = None) -> None:
         self.kube = kube
-        self.place_timeout_s = place_timeout_s
+        self.place_timeout_s, self.wait_timeout_s = place_timeout_s, wait_timeout_s
         self._owner = process_identity(os.getpid()) or str(os.getpid())
         self._serials = itertools.count(int(time.time() * 10))   # unique across runs, not only in this one
         self._created: set[str] = set()   # jobs this backend made pods for
@@ -109,9 +110,12 @@ class ClusterBackend(LocalBackend):
         }
 
     def _await_binding(self, job_id: str, scheduler: str, size: int) -> list[Obj]:
-        """The job's pods once every one is bound; if the scheduler has not bound them all in time,
-        none of them may keep room (a partly bound group is how a deadlock starts)."""
-        deadline = time.monotonic() + self.place_timeout_s
+        """The job's pods once every one is bound. A partly bound group that makes no progress
+        for `place_timeout_s` is deleted: its bound pods hold room that another group may be
+        waiting for (how a deadlock starts). A group with nothing bound holds nothing, so it
+        waits for room up to `wait_timeout_s` (in coach-gang's queue, behind older jobs); a
+        retry would lose that place."""
+        since, bound_before = time.monotonic(), 0
         while True:
             pods = [p for ps in self._pods(job_id).values() for p in ps]
             waiting = [p for p in pods if not p["spec"].get("nodeName")]
@@ -122,10 +126,15 @@ class ClusterBackend(LocalBackend):
                 return pods
             if self._closed:
                 raise BackendError("the cluster backend is shut down (interrupted)")
-            if time.monotonic() > deadline:
+            bound = len(pods) - len(waiting)
+            if bound != bound_before:
+                since, bound_before = time.monotonic(), bound
+            limit = self.place_timeout_s if bound else self.wait_timeout_s
+            if time.monotonic() - since > limit:
                 self.kube.delete_pods(NAMESPACE, f"{LABEL_JOB}={job_id}")
-                raise BackendError(f"{scheduler} placed {len(pods) - len(waiting)} of the {len(pods)} pods in "
-                                   f"{self.place_timeout_s:g} s ({_why(waiting[0])}); all were deleted")
+                raise BackendError(f"{scheduler} placed {bound} of the {len(pods)} pods"
+                                   f"{' and no more' if bound else ''} in {limit:g} s ({_why(waiting[0])}); "
+                                   "all were deleted")
             time.sleep(POLL_S)
 
     def _patch(self, pod: Obj, patch: Obj, subresource: str = "") -> None:
@@ -198,7 +207,7 @@ def _why(pod: Obj) -> str:
     return f"{pod['metadata']['name']}: no scheduling decision yet"
 
 
-def connect(place_timeout_s: float = PLACE_TIMEOUT_S, log_dir: Path | None = None) -> ClusterBackend:
+def connect(log_dir: Path | None = None) -> ClusterBackend:
     """The backend on the local control plane `coach cluster up` started."""
     from coach.cluster import status
 
@@ -206,5 +215,5 @@ def connect(place_timeout_s: float = PLACE_TIMEOUT_S, log_dir: Path | None = Non
     if not st.running or st.kubeconfig is None:
         raise BackendError("no local control plane is running: start one with `coach cluster up` "
                            f"(state in {st.state_dir})")
-    return ClusterBackend(Kube(st.kubeconfig), place_timeout_s=place_timeout_s, log_dir=log_dir)
+    return ClusterBackend(Kube(st.kubeconfig), log_dir=log_dir)
 
