@@ -6,7 +6,9 @@ this benchmark starts in a directory of its own (`--nodes` × `--cpu`), once wit
 `scheduler: default` (default-scheduler) and once with `scheduler: gang` (coach-gang). The
 order rotates per round to spread machine noise. Printed per run: wall time of `coach submit`
 (all jobs), training epochs, retries, and the ratio to the local backend; the placement cost is
-what the cluster backend adds (pods created, bound, marked Running, deleted).
+what the cluster backend adds (pods created, bound, marked Running, deleted). A third scenario
+has `--teams` users, each with a COACH_HOME of their own, submit at once a static job that
+takes most of the cluster: nothing but the cluster's scheduler arbitrates between them.
 
     .venv/bin/python bench/cluster_backend.py [--job jobs/mlp-digits.yaml] [--rounds 2] [--concurrent 3]
 """
@@ -61,11 +63,47 @@ def submit(jobs: list[dict], args: tuple[str, ...]) -> dict:
                 "retries": retries}
 
 
+def teams(base: dict, scheduler: str, n: int) -> dict:
+    """`n` users with their own COACH_HOME submit at the same moment a static job that takes most
+    of the cluster (3 workers of 1 CPU): their coordinators do not know of each other, so only the
+    cluster's scheduler stands between their groups. Wall time until the last one ends."""
+    job = dict(base, allocation="static", workers=3, servers=1, max_workers=3, scheduler=scheduler,
+               resources={"worker": {"cpu": 1, "memory": "1Gi"}})
+    with tempfile.TemporaryDirectory() as tmp:
+        procs, homes = [], []
+        for i in range(n):
+            home = Path(tmp) / f"team{i}"
+            home.mkdir()
+            path = home / "job.yaml"
+            path.write_text(yaml.safe_dump(dict(job, name=f"team{i}", seed=i)))
+            homes.append(home)
+            procs.append(subprocess.Popen([sys.executable, "-m", "coach.cli.main", "submit", str(path), "--json",
+                                           "--backend", "cluster"], cwd=ROOT, text=True, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, env=dict(os.environ, COACH_HOME=str(home))))
+        t0 = time.monotonic()
+        outputs = [p.communicate() for p in procs]
+        wall = time.monotonic() - t0
+        for p, (_, err) in zip(procs, outputs):
+            if p.returncode not in (0, 1):
+                raise SystemExit(f"coach submit exited {p.returncode}: {err[-2000:]}")
+        records = [json.loads(out) for out, _ in outputs]
+        statuses, retries = [], 0
+        for home, recs in zip(homes, records):
+            for rec in recs:
+                statuses.append(rec["status"])
+                events = json.loads(subprocess.run([sys.executable, "-m", "coach.cli.main", "events", rec["job_id"],
+                                                    "--json"], cwd=ROOT, capture_output=True, text=True,
+                                                   env=dict(os.environ, COACH_HOME=str(home))).stdout)
+                retries += sum(1 for e in events if e["kind"] == "retry")
+        return {"wall_s": wall, "statuses": sorted(statuses), "retries": retries}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--job", default=str(ROOT / "jobs" / "mlp-digits.yaml"))
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--concurrent", type=int, default=3, help="jobs submitted at once in the second scenario")
+    ap.add_argument("--teams", type=int, default=2, help="users with their own COACH_HOME in the third scenario")
     ap.add_argument("--nodes", type=int, default=2)
     ap.add_argument("--cpu", default="2", help="CPU of each simulated node")
     ap.add_argument("--memory", default="4Gi")
@@ -85,6 +123,13 @@ def main() -> None:
                     results.setdefault((label, n), []).append(x["wall_s"])
                     print(f"round {r + 1}  {n} job(s)  {label:<26} {x['wall_s']:6.1f} s  {', '.join(x['statuses'])}  "
                           f"{x['epochs']} training epochs, {x['retries']} retries", flush=True)
+            for label, scheduler, extra in setups:
+                if not extra:   # the local backend has no scheduler to compare
+                    continue
+                x = teams(base, scheduler, args.teams)
+                results.setdefault((label, "teams"), []).append(x["wall_s"])
+                print(f"round {r + 1}  {args.teams} teams  {label:<24} {x['wall_s']:6.1f} s  {', '.join(x['statuses'])}  "
+                      f"{x['retries']} retries", flush=True)
     finally:
         cluster.down()
     summary = {}
@@ -95,6 +140,10 @@ def main() -> None:
             summary[f"{label}, {n} job(s)"] = {"summed_s": round(total, 1), "vs_local": round(total / local, 3)}
             print(f"{n} job(s)  {label:<26} summed over {args.rounds} rounds {total:6.1f} s, "
                   f"ratio to local {total / local:.3f}")
+    for label, _, _ in SETUPS[1:]:
+        total = sum(results[(label, "teams")])
+        summary[f"{label}, {args.teams} teams"] = {"summed_s": round(total, 1)}
+        print(f"{args.teams} teams  {label:<26} summed over {args.rounds} rounds {total:6.1f} s")
     print(json.dumps(summary))
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import random
 import time
 from collections import Counter
 from pathlib import Path
@@ -132,6 +133,9 @@ class ClusterBackend(LocalBackend):
             limit = self.place_timeout_s if bound else self.wait_timeout_s
             if time.monotonic() - since > limit:
                 self.kube.delete_pods(NAMESPACE, f"{LABEL_JOB}={job_id}")
+                # groups that deadlocked each other time out together; retried together, they
+                # would deadlock again: a random pause lets one of them go first
+                time.sleep(random.uniform(0, limit / 4))
                 raise BackendError(f"{scheduler} placed {bound} of the {len(pods)} pods"
                                    f"{' and no more' if bound else ''} in {limit:g} s ({_why(waiting[0])}); "
                                    "all were deleted")
