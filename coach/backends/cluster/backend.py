@@ -44,7 +44,9 @@ OWNER = "coach.io/owner"   # process_identity of the coach process that runs the
 
 
 def _serial(pod: Obj) -> int:
-    return int(pod["metadata"]["name"].rsplit("-", 1)[1])
+    """Creation order of the pods this backend names `<job>-<role>-<serial>`."""
+    tail = pod["metadata"]["name"].rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else -1
 
 
 class ClusterBackend(LocalBackend):
@@ -88,8 +90,9 @@ class ClusterBackend(LocalBackend):
     def _pods(self, job_id: str) -> dict[str, list[Obj]]:
         out: dict[str, list[Obj]] = {r: [] for r in ROLES}
         for pod in self.kube.pods(NAMESPACE, f"{LABEL_JOB}={job_id}"):
-            if pod["metadata"].get("deletionTimestamp") is None:
-                out[pod["metadata"]["labels"][LABEL_ROLE]].append(pod)
+            role = pod["metadata"]["labels"].get(LABEL_ROLE)
+            if pod["metadata"].get("deletionTimestamp") is None and role in out:
+                out[role].append(pod)
         for pods in out.values():
             pods.sort(key=_serial)
         return out
