@@ -7,7 +7,7 @@ to reach them and how much capacity it has; it knows nothing about epochs, losse
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 
 @dataclass(frozen=True)
@@ -49,10 +49,12 @@ class Backend(Protocol):
     name: str
     capacity: Capacity
 
-    def deploy(self, job_id: str, group: Mapping[str, int], placement: Placement = Placement()) -> str | None:
+    def deploy(self, job_id: str, group: Mapping[str, int], placement: Placement = Placement(),
+               on_wait: Callable[[str], None] | None = None) -> str | None:
         """Make exactly `group[role]` replicas of each role's function ready to take events.
-        One call per group: a gang scheduler must see the whole group at once. Returns what
-        the job's events should say about where new replicas were placed, if anything."""
+        One call per group: a gang scheduler must see the whole group at once. While the group
+        waits for room, `on_wait` hears why (and "" once it is placed). Returns what the job's
+        events should say about where new replicas were placed, if anything."""
 
     def invoke(self, job_id: str, role: str, replica: int, payload: dict[str, Any], timeout_s: float) -> Invocation:
         """Send one event to one replica and wait for its answer (never raises for HTTP errors)."""

@@ -39,6 +39,10 @@ class EpochPlan:
     task: dict[str, Any]           # dataset, model, hyper (the job's constants)
     placement: Placement = Placement()   # how the functions ask a cluster for room
 
+    @property
+    def label(self) -> str:
+        return f"{self.phase} epoch {self.epoch} on ({self.workers}, {self.servers})"
+
 
 @dataclass
 class EpochOutcome:
@@ -58,11 +62,12 @@ class EpochRunner:
     """Executes EpochPlans on one backend; knows nothing about losses, budgets or planning."""
 
     def __init__(self, backend: Backend, work_dir: Path, max_retries: int,
-                 on_event: Callable[[str, str], None]) -> None:
+                 on_event: Callable[[str, str], None], on_wait: Callable[[str], None] = lambda _: None) -> None:
         self.backend = backend
         self.work_dir = work_dir
         self.max_retries = max_retries
         self.on_event = on_event
+        self.on_wait = on_wait   # the job's message while its functions wait for room
 
     def run(self, plan: EpochPlan, should_stop: Callable[[], bool] = lambda: False) -> EpochOutcome:
         function_s = {"scheduler": 0.0, "server": 0.0, "worker": 0.0}
@@ -91,7 +96,7 @@ class EpochRunner:
                  function_s: dict[str, float]) -> tuple[EpochOutcome | None, str]:
         try:
             placed = self.backend.deploy(plan.job_id, {"scheduler": 1, "server": plan.servers, "worker": plan.workers},
-                                         plan.placement)
+                                         plan.placement, on_wait=lambda why: self.on_wait(why or plan.label))
             if placed:
                 self.on_event("placed", f"{plan.phase} epoch {plan.epoch}: {placed}")
         except BackendError as e:

@@ -102,7 +102,7 @@ class JobLoop:
         self.run = run
         self.spec = run.spec
         self.store = run.store
-        self.runner = EpochRunner(run.backend, run.work_dir, self.spec.max_retries, self._event)
+        self.runner = EpochRunner(run.backend, run.work_dir, self.spec.max_retries, self._event, self._waiting)
         # counted, not loaded (the workers load the data); a CIFAR-10 folder may have shrunk since submit
         self.n_train = train_size(self.spec.dataset["name"], {k: v for k, v in self.spec.dataset.items() if k != "name"})
         if self.spec.batch_size > self.n_train:
@@ -148,7 +148,7 @@ class JobLoop:
                          task=self._task(), placement=self._placement())
         (self.run.work_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
         self.store.update_job(self.run.job_id, status=phase, workers=w, servers=s, epoch=epoch,
-                              message=f"{phase} epoch {epoch} on ({w}, {s})")
+                              message=plan.label)
         started = time.time()
         outcome: EpochOutcome = self.runner.run(plan, self._stop_requested)
         cost = measured_cost(outcome.function_s, self.spec.resources, self.spec.prices)
@@ -332,8 +332,12 @@ class JobLoop:
         # start every function tuning will use at once, so their start-up overlaps the first
         # mini-epoch instead of delaying each later one (scaled-down replicas stay warm)
         group = {"scheduler": 1, "server": max(s for _, s in configs), "worker": max(w for w, _ in configs)}
+        def no_wait(why: str) -> None:   # waiting for room that the first mini-epoch may not need
+            if why:
+                raise BackendError(why.split(" (")[0])
+
         try:
-            placed = self.run.backend.deploy(self.run.job_id, group, self._placement())
+            placed = self.run.backend.deploy(self.run.job_id, group, self._placement(), on_wait=no_wait)
             if placed:
                 self._event("placed", f"ahead of tuning: {placed}")
         except BackendError as e:   # only a head start: each epoch deploys what it needs, with retries

@@ -109,14 +109,29 @@ def test_a_gang_group_waits_for_room_and_keeps_its_place(workload: Workload) -> 
     try:
         first.deploy("holder", {"scheduler": 1, "server": 1, "worker": 2}, gang)   # 6.35 of the 8 CPU
         done: list[str | None] = []
+        told: list[str] = []
         waiter = threading.Thread(target=lambda: done.append(
-            second.deploy("waiter", {"scheduler": 1, "server": 1, "worker": 1}, gang)))
+            second.deploy("waiter", {"scheduler": 1, "server": 1, "worker": 1}, gang, on_wait=told.append)))
         waiter.start()
         time.sleep(5)   # longer than place_timeout_s: a timeout would have deleted the group by now
         assert not done and len(workload.kube.pods(NAMESPACE, "coach.io/job=waiter")) == 3
+        # what the job's progress line and `coach status` show meanwhile
+        assert told and told[0].startswith("waiting for room on the cluster: coach-gang has bound 0 of the 3 pods "
+                                           "(waiter-"), told
         first.teardown("holder")
         waiter.join(30)
         assert done and "3 pod(s) placed by coach-gang" in str(done[0]), done
+        assert told[-1] == "", told   # placed: the job's message is its epoch again
+
+        def give_up(why: str) -> None:   # as the tuning head start does: it must not wait for room
+            if why:
+                raise BackendError(why)
+
+        second.teardown("waiter")
+        first.deploy("holder", {"scheduler": 1, "server": 1, "worker": 2}, gang)
+        with pytest.raises(BackendError, match="waiting for room on the cluster"):
+            second.deploy("headstart", {"scheduler": 1, "server": 2, "worker": 2}, gang, on_wait=give_up)
+        assert not workload.kube.pods(NAMESPACE, "coach.io/job=headstart"), "a group given up keeps no pod"
     finally:
         first.close()
         second.close()

@@ -20,7 +20,7 @@ import random
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 import yaml
 
@@ -37,6 +37,7 @@ NAMESPACE = "coach-jobs"
 PLACE_TIMEOUT_S = 60.0    # a partly bound group holds room others may need: give it back soon
 WAIT_TIMEOUT_S = 600.0    # a group with nothing bound holds nothing; it waits for room (coach-gang's queue)
 POLL_S = 0.1
+NOTICE_S = 2.0            # a group unplaced for this long is said to wait (progress line, `coach status`)
 SCHEDULER_NAMES = {"default": "default-scheduler", "gang": "coach-gang"}   # the job file's `scheduler`
 LABEL_JOB, LABEL_ROLE = "coach.io/job", "coach.io/role"
 MIN_GROUP = "coach.io/min-group"
@@ -113,36 +114,45 @@ class ClusterBackend(LocalBackend):
                      "containers": [{"name": role, "image": self._image, "resources": {"requests": requests}}]},
         }
 
-    def _await_binding(self, job_id: str, scheduler: str, size: int) -> list[Obj]:
+    def _await_binding(self, job_id: str, scheduler: str, size: int, on_wait: Callable[[str], None]) -> list[Obj]:
         """The job's pods once every one is bound. A partly bound group that makes no progress
         for `place_timeout_s` is deleted: its bound pods hold room that another group may be
         waiting for (how a deadlock starts). A group with nothing bound holds nothing, so it
         waits for room up to `wait_timeout_s` (in coach-gang's queue, behind older jobs); a
         retry would lose that place."""
-        since, bound_before = time.monotonic(), 0
-        while True:
-            pods = [p for ps in self._pods(job_id).values() for p in ps]
-            waiting = [p for p in pods if not p["spec"].get("nodeName")]
-            if len(pods) < size:
-                raise BackendError(f"{size - len(pods)} of the job's {size} pods were deleted (not by Coach) "
-                                   "while they were being placed")
-            if not waiting:
-                return pods
-            if self._closed:
-                raise BackendError("the cluster backend is shut down (interrupted)")
-            bound = len(pods) - len(waiting)
-            if bound != bound_before:
-                since, bound_before = time.monotonic(), bound
-            limit = self.place_timeout_s if bound else self.wait_timeout_s
-            if time.monotonic() - since > limit:
-                self.kube.delete_pods(NAMESPACE, f"{LABEL_JOB}={job_id}")
-                # groups that deadlocked each other time out together; retried together, they
-                # would deadlock again: a random pause lets one of them go first
-                time.sleep(random.uniform(0, limit / 4))
-                raise BackendError(f"{scheduler} placed {bound} of the {len(pods)} pods"
-                                   f"{' and no more' if bound else ''} in {limit:g} s ({_why(waiting[0])}); "
-                                   "all were deleted")
-            time.sleep(POLL_S)
+        start = since = time.monotonic()
+        bound_before, told = 0, ""
+        try:
+            while True:
+                pods = [p for ps in self._pods(job_id).values() for p in ps]
+                waiting = [p for p in pods if not p["spec"].get("nodeName")]
+                if len(pods) < size:
+                    raise BackendError(f"{size - len(pods)} of the job's {size} pods were deleted (not by Coach) "
+                                       "while they were being placed")
+                if not waiting:
+                    return pods
+                if self._closed:
+                    raise BackendError("the cluster backend is shut down (interrupted)")
+                bound = len(pods) - len(waiting)
+                if bound != bound_before:
+                    since, bound_before = time.monotonic(), bound
+                why = f"waiting for room on the cluster: {scheduler} has bound {bound} of the {len(pods)} pods"
+                if time.monotonic() - start >= NOTICE_S and why != told:
+                    told = why
+                    on_wait(f"{why} ({_why(waiting[0], 120)})")
+                limit = self.place_timeout_s if bound else self.wait_timeout_s
+                if time.monotonic() - since > limit:
+                    self.kube.delete_pods(NAMESPACE, f"{LABEL_JOB}={job_id}")
+                    # groups that deadlocked each other time out together; retried together, they
+                    # would deadlock again: a random pause lets one of them go first
+                    time.sleep(random.uniform(0, limit / 4))
+                    raise BackendError(f"{scheduler} placed {bound} of the {len(pods)} pods"
+                                       f"{' and no more' if bound else ''} in {limit:g} s ({_why(waiting[0])}); "
+                                       "all were deleted")
+                time.sleep(POLL_S)
+        finally:
+            if told:   # placed or given up: the job's message is its epoch again
+                on_wait("")
 
     def _patch(self, pod: Obj, patch: Obj, subresource: str = "") -> None:
         meta = pod["metadata"]
@@ -155,7 +165,8 @@ class ClusterBackend(LocalBackend):
                                      "conditions": [{"type": "Ready", "status": "True"}]}}, "/status")
 
     # -- Backend -----------------------------------------------------------------------------
-    def deploy(self, job_id: str, group: Mapping[str, int], placement: Placement = Placement()) -> str | None:
+    def deploy(self, job_id: str, group: Mapping[str, int], placement: Placement = Placement(),
+               on_wait: Callable[[str], None] | None = None) -> str | None:
         """Delete the pods the group no longer needs, create the missing ones together (the gang
         scheduler sees the whole group: its minimum group is all of it), wait for the scheduler
         to bind them, then start their processors. Says who placed the new pods where, and how fast."""
@@ -173,7 +184,11 @@ class ClusterBackend(LocalBackend):
             t0 = time.monotonic()
             new = [self.kube.create_pod(self._pod(job_id, role, size, placement))["metadata"]["name"]
                    for role in ROLES for _ in range(group.get(role, 0) - len(pods[role]))]
-            bound = self._await_binding(job_id, scheduler, size)
+            try:
+                bound = self._await_binding(job_id, scheduler, size, on_wait or (lambda _: None))
+            except BaseException:   # on_wait gave up, Ctrl-C: no pod of a group given up may keep room
+                self.kube.delete_pods(NAMESPACE, f"{LABEL_JOB}={job_id}")
+                raise
             placed_s = time.monotonic() - t0
             for pod in bound:
                 if pod.get("status", {}).get("phase") != "Running":
@@ -206,12 +221,14 @@ class ClusterBackend(LocalBackend):
                 pass   # the apiserver is gone: the next backend clears them as stale
 
 
-def _why(pod: Obj) -> str:
+def _why(pod: Obj, limit: int = 1000) -> str:
     """The scheduler's last word on an unbound pod."""
+    said = "no scheduling decision yet"
     for c in pod.get("status", {}).get("conditions", []):
         if c.get("type") == "PodScheduled" and c.get("status") == "False":
-            return f"{pod['metadata']['name']}: {c.get('message') or c.get('reason')}"
-    return f"{pod['metadata']['name']}: no scheduling decision yet"
+            said = c.get("message") or c.get("reason") or said
+    said = said if len(said) <= limit else said[:limit - 1] + "…"
+    return f"{pod['metadata']['name']}: {said}"
 
 
 def connect(log_dir: Path | None = None) -> ClusterBackend:

@@ -16,7 +16,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import httpx
 import yaml
@@ -126,7 +126,8 @@ class LocalBackend:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
 
-    def deploy(self, job_id: str, group: Mapping[str, int], placement: Placement = Placement()) -> str | None:
+    def deploy(self, job_id: str, group: Mapping[str, int], placement: Placement = Placement(),
+               on_wait: Callable[[str], None] | None = None) -> str | None:
         """Scale each role to `group[role]` replicas, starting the missing ones side by side.
         Replicas scaled away stay warm (idle, not invocable) until the job is torn down, like
         functions that have not yet scaled to zero, unless `keep_warm` is off."""
