@@ -26,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from coach_job import ROOT
+from coach_job import COACH, ROOT, coach, submitted
 
 sys.path.insert(0, str(ROOT))
 from coach import cluster  # noqa: E402
@@ -42,21 +42,13 @@ def submit(jobs: list[dict], args: tuple[str, ...]) -> dict:
         for job in jobs:
             paths.append(Path(home) / f"{job['name']}.yaml")
             paths[-1].write_text(yaml.safe_dump(job))
-        env = dict(os.environ, COACH_HOME=home)
-
-        def coach(*a: str) -> subprocess.CompletedProcess:
-            return subprocess.run([sys.executable, "-m", "coach.cli.main", *a], env=env, capture_output=True,
-                                  text=True, cwd=ROOT)
-
         t0 = time.monotonic()
-        proc = coach("submit", *map(str, paths), "--json", *args)
+        proc = coach(home, "submit", *map(str, paths), "--json", *args)
         wall = time.monotonic() - t0
-        if proc.returncode not in (0, 1):
-            raise SystemExit(f"coach submit {' '.join(args)} exited {proc.returncode}: {proc.stderr[-2000:]}")
-        records = json.loads(proc.stdout)
+        records = submitted(proc.returncode, proc.stdout, proc.stderr)
         epochs = retries = 0
         for rec in records:
-            hist = json.loads(coach("history", rec["job_id"], "--json").stdout)
+            hist = json.loads(coach(home, "history", rec["job_id"], "--json").stdout)
             epochs += sum(1 for h in hist if h["phase"] == "training")
             retries += sum(int(h.get("retries") or 0) for h in hist)
         return {"wall_s": wall, "statuses": sorted(r["status"] for r in records), "epochs": epochs,
@@ -77,23 +69,17 @@ def teams(base: dict, scheduler: str, n: int) -> dict:
             path = home / "job.yaml"
             path.write_text(yaml.safe_dump(dict(job, name=f"team{i}", seed=i)))
             homes.append(home)
-            procs.append(subprocess.Popen([sys.executable, "-m", "coach.cli.main", "submit", str(path), "--json",
-                                           "--backend", "cluster"], cwd=ROOT, text=True, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, env=dict(os.environ, COACH_HOME=str(home))))
+            procs.append(subprocess.Popen([*COACH, "submit", str(path), "--json", "--backend", "cluster"], cwd=ROOT,
+                                          text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          env=dict(os.environ, COACH_HOME=str(home))))
         t0 = time.monotonic()
         outputs = [p.communicate() for p in procs]
         wall = time.monotonic() - t0
-        for p, (_, err) in zip(procs, outputs):
-            if p.returncode not in (0, 1):
-                raise SystemExit(f"coach submit exited {p.returncode}: {err[-2000:]}")
-        records = [json.loads(out) for out, _ in outputs]
         statuses, retries = [], 0
-        for home, recs in zip(homes, records):
-            for rec in recs:
+        for home, proc, (out, err) in zip(homes, procs, outputs):
+            for rec in submitted(proc.returncode, out, err):
                 statuses.append(rec["status"])
-                events = json.loads(subprocess.run([sys.executable, "-m", "coach.cli.main", "events", rec["job_id"],
-                                                    "--json"], cwd=ROOT, capture_output=True, text=True,
-                                                   env=dict(os.environ, COACH_HOME=str(home))).stdout)
+                events = json.loads(coach(home, "events", rec["job_id"], "--json").stdout)
                 retries += sum(1 for e in events if e["kind"] == "retry")
         return {"wall_s": wall, "statuses": sorted(statuses), "retries": retries}
 

@@ -1,4 +1,4 @@
-"""Run one job through the real `coach submit` in a throwaway COACH_HOME, for benchmarks."""
+"""Run jobs through the real `coach` CLI in a throwaway COACH_HOME, for benchmarks."""
 
 from __future__ import annotations
 
@@ -13,20 +13,29 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+COACH = [sys.executable, "-m", "coach.cli.main"]
 
 
-def submit_job(job: dict, *args: str) -> tuple[float, dict, list[dict]]:
-    """(wall seconds of `coach submit JOB ARGS`, the job's final record, its history records)."""
+def coach(home: Path | str, *args: str) -> subprocess.CompletedProcess:
+    """The real CLI on the state in `home`."""
+    return subprocess.run([*COACH, *args], env=dict(os.environ, COACH_HOME=str(home)), capture_output=True,
+                          text=True, cwd=ROOT)
+
+
+def submitted(returncode: int | None, stdout: str, stderr: str) -> list[dict]:
+    """The jobs' final records that `coach submit --json` printed; exit 1 means a job stopped
+    short (a figure), anything else that the run itself failed."""
+    if returncode not in (0, 1):
+        raise SystemExit(f"coach submit exited {returncode}: {stderr[-2000:]}")
+    return json.loads(stdout)
+
+
+def submit_job(job: dict) -> tuple[float, dict, list[dict]]:
+    """(wall seconds of `coach submit`, the job's final record, its history records)."""
     with tempfile.TemporaryDirectory() as home:
         path = Path(home) / f"{job['name']}.yaml"
         path.write_text(yaml.safe_dump(job))
-        env = dict(os.environ, COACH_HOME=home)
-
-        def coach(*args: str) -> str:
-            return subprocess.run([sys.executable, "-m", "coach.cli.main", *args], env=env, capture_output=True,
-                                  text=True, cwd=ROOT).stdout
-
         t0 = time.monotonic()
-        [rec] = json.loads(coach("submit", str(path), "--json", *args))
+        [rec] = json.loads(coach(home, "submit", str(path), "--json").stdout)
         wall = time.monotonic() - t0
-        return wall, rec, json.loads(coach("history", rec["job_id"], "--json"))
+        return wall, rec, json.loads(coach(home, "history", rec["job_id"], "--json").stdout)

@@ -31,3 +31,10 @@ def process_identity(pid: int) -> str | None:
     if fields[0] in ("Z", "X"):
         return None
     return f"{_BOOT_ID}:{pid}:{fields[19]}"
+
+
+def still_running(identity: str) -> bool:
+    """True if the process an identity of `process_identity` names is still running; a
+    garbled identity names no process."""
+    parts = identity.split(":")
+    return len(parts) == 3 and parts[1].isdigit() and process_identity(int(parts[1])) == identity

@@ -58,8 +58,8 @@ def _check_fits(spec: Any, capacity: Any) -> None:
         raise SpecError(spec.source, "", f"its smallest allocation ({w} worker(s), {s} server(s) and a scheduler) "
                                          f"needs {cpu:g} cores and {mem:g} GiB; the backend has {capacity.cpu:g} "
                                          f"cores and {capacity.memory_gib:g} GiB free ({how})")
-    for role, r in spec.resources.items():
-        if capacity.node is not None and (r.cpu > capacity.node[0] + 1e-9 or r.memory_gib > capacity.node[1] + 1e-9):
+    for role, r in spec.resources.items() if capacity.node is not None else ():
+        if r.cpu > capacity.node[0] + 1e-9 or r.memory_gib > capacity.node[1] + 1e-9:
             raise SpecError(spec.source, f"resources.{role}",
                             f"one {role} asks {r.cpu:g} cores and {r.memory_gib:g} GiB; the largest node has "
                             f"{capacity.node[0]:g} cores and {capacity.node[1]:g} GiB ({how})")

@@ -334,7 +334,7 @@ class JobLoop:
         group = {"scheduler": 1, "server": max(s for _, s in configs), "worker": max(w for w, _ in configs)}
         def no_wait(why: str) -> None:   # waiting for room that the first mini-epoch may not need
             if why:
-                raise BackendError(why.split(" (")[0])
+                raise BackendError(why)
 
         try:
             placed = self.run.backend.deploy(self.run.job_id, group, self._placement(), on_wait=no_wait)

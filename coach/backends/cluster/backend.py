@@ -22,15 +22,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, Mapping
 
-import yaml
-
 from coach.backends.base import Capacity, Placement
 from coach.backends.local.backend import LocalBackend
 from coach.cluster.errors import ClusterError
 from coach.cluster.kube import Kube, Obj
 from coach.cluster.nodes import nodes_of, other_work
-from coach.errors import BackendError
-from coach.identity import process_identity
+from coach.errors import BackendError, SpecError
+from coach.identity import process_identity, still_running
 from coach.roles.protocol import ROLES
 
 NAMESPACE = "coach-jobs"
@@ -77,15 +75,16 @@ class ClusterBackend(LocalBackend):
                                f"bound to them ({cpu:g} CPU, {memory:g} GiB free)")
         super().__init__(cpu=cpu, memory_gib=memory, functions_dir=functions_dir, log_dir=log_dir)
         self.capacity = Capacity(cpu=cpu, memory_gib=memory, node=max(nodes))
-        self._image = yaml.safe_load((self.functions_dir / "worker" / "function.yaml").read_text())["spec"]["image"]
+        for role in ROLES:   # a pod must name its container's image
+            if not self._function_config(role)["spec"].get("image"):
+                raise SpecError(str(self.functions_dir / role / "function.yaml"), "spec.image",
+                                "missing: the cluster backend's pods name the function's image")
 
     # -- pods ------------------------------------------------------------------------------
     def _clear_stale(self) -> None:
         """Pods whose coach process has ended hold room no one will use (a run that was killed)."""
         for pod in self.kube.pods(NAMESPACE):
-            owner = pod["metadata"].get("annotations", {}).get(OWNER, "")
-            pid = owner.split(":")[1] if owner.count(":") == 2 else ""
-            if not pid.isdigit() or process_identity(int(pid)) != owner:
+            if not still_running(pod["metadata"].get("annotations", {}).get(OWNER, "")):
                 self.kube.delete_pod(NAMESPACE, pod["metadata"]["name"])
 
     def _pods(self, job_id: str) -> dict[str, list[Obj]]:
@@ -111,7 +110,8 @@ class ClusterBackend(LocalBackend):
                          "annotations": {MIN_GROUP: str(group_size), OWNER: self._owner}},
             "spec": {"schedulerName": SCHEDULER_NAMES[placement.scheduler], "restartPolicy": "Never",
                      "terminationGracePeriodSeconds": 0,
-                     "containers": [{"name": role, "image": self._image, "resources": {"requests": requests}}]},
+                     "containers": [{"name": role, "image": self._function_config(role)["spec"]["image"],
+                                     "resources": {"requests": requests}}]},
         }
 
     def _await_binding(self, job_id: str, scheduler: str, size: int, on_wait: Callable[[str], None]) -> list[Obj]:

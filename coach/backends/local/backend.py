@@ -67,7 +67,7 @@ class LocalBackend:
                 raise BackendError(f"{self.functions_dir / role}: no function.yaml; set COACH_FUNCTIONS_DIR "
                                    "to the repository's functions/ folder")
         self.log_dir = log_dir
-        self._env_cache: dict[str, dict[str, str]] = {}
+        self._configs: dict[str, dict[str, Any]] = {}
         worker_env = self._function_env("worker")
         try:   # read by every worker: a bad value would fail each epoch's attempts
             user_code_limit(dict(os.environ, **worker_env))
@@ -82,14 +82,17 @@ class LocalBackend:
         self._http = httpx.Client(limits=httpx.Limits(max_connections=256, max_keepalive_connections=64))
 
     # -- lifecycle -------------------------------------------------------------------------
+    def _function_config(self, role: str) -> dict[str, Any]:
+        """The role's function.yaml, read once."""
+        if role not in self._configs:
+            self._configs[role] = yaml.safe_load((self.functions_dir / role / "function.yaml").read_text())
+        return self._configs[role]
+
     def _function_env(self, role: str) -> dict[str, str]:
         """The plain `value` entries of the function's `spec.env` (as Nuclio would set them);
         `valueFrom` entries (the pod IP) have their local meaning set by the caller."""
-        if role not in self._env_cache:
-            config = yaml.safe_load((self.functions_dir / role / "function.yaml").read_text())
-            self._env_cache[role] = {e["name"]: str(e["value"]) for e in config["spec"].get("env", [])
-                                     if "value" in e}
-        return self._env_cache[role]
+        return {e["name"]: str(e["value"]) for e in self._function_config(role)["spec"].get("env", [])
+                if "value" in e}
 
     def _start(self, job_id: str, role: str) -> subprocess.Popen:
         env = dict(os.environ, **self._function_env(role), DMLC_NODE_HOST="127.0.0.1", PYTHONUNBUFFERED="1",
