@@ -16,7 +16,7 @@ class Capacity:
 
     cpu: float          # cores
     memory_gib: float
-    node: tuple[float, float] | None = None   # (cores, GiB) of the largest node: the most one function may ask for
+    nodes: tuple[tuple[float, float], ...] = ()   # a cluster's room on each node (cores, GiB); () = one machine
 
 
 @dataclass(frozen=True)

@@ -49,20 +49,25 @@ def _backend(name: str, cpu: float | None, store: Store):
 def _check_fits(spec: Any, capacity: Any) -> None:
     """A job whose smallest allocation exceeds the backend's capacity would only be recorded
     to fail: say so before anything is recorded (exit 2)."""
-    from coach.plan import footprint
+    from coach.plan import describe_nodes, footprint, functions, packs
 
     w, s = (spec.workers, spec.servers) if spec.allocation == "static" else (1, 1)
     cpu, mem = footprint(spec.resources, w, s)
-    how = "--cpu" if capacity.node is None else "`coach cluster up --nodes/--cpu/--memory`"
+    how = "`coach cluster up --nodes/--cpu/--memory`" if capacity.nodes else "--cpu"
+    if capacity.nodes:
+        most = max(capacity.nodes)
+        for role, r in spec.resources.items():
+            if r.cpu > most[0] + 1e-9 or r.memory_gib > most[1] + 1e-9:
+                raise SpecError(spec.source, f"resources.{role}",
+                                f"one {role} asks {r.cpu:g} cores and {r.memory_gib:g} GiB; the node with the most "
+                                f"room has {most[0]:g} cores and {most[1]:.3g} GiB ({how})")
+    smallest = f"its smallest allocation ({w} worker(s), {s} server(s) and a scheduler) needs {cpu:g} cores and {mem:g} GiB"
     if cpu > capacity.cpu + 1e-9 or mem > capacity.memory_gib + 1e-9:
-        raise SpecError(spec.source, "", f"its smallest allocation ({w} worker(s), {s} server(s) and a scheduler) "
-                                         f"needs {cpu:g} cores and {mem:g} GiB; the backend has {capacity.cpu:g} "
+        raise SpecError(spec.source, "", f"{smallest}; the backend has {capacity.cpu:g} "
                                          f"cores and {capacity.memory_gib:g} GiB free ({how})")
-    for role, r in spec.resources.items() if capacity.node is not None else ():
-        if r.cpu > capacity.node[0] + 1e-9 or r.memory_gib > capacity.node[1] + 1e-9:
-            raise SpecError(spec.source, f"resources.{role}",
-                            f"one {role} asks {r.cpu:g} cores and {r.memory_gib:g} GiB; the largest node has "
-                            f"{capacity.node[0]:g} cores and {capacity.node[1]:g} GiB ({how})")
+    if capacity.nodes and not packs(functions(spec.resources, w, s), capacity.nodes):
+        raise SpecError(spec.source, "resources", f"{smallest}: that fits the cluster's {capacity.cpu:g} cores in sum "
+                                                  f"but cannot be laid out on its {describe_nodes(capacity.nodes)} ({how})")
 
 
 def _table(rows: list[dict[str, Any]], title: str | None = None) -> Table:

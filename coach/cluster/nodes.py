@@ -79,6 +79,17 @@ def nodes_of(kube: Kube) -> list[tuple[float, float]]:
     return [node_size(n) for n in kube.nodes()]
 
 
+def room_per_node(kube: Kube, but: str) -> list[tuple[float, float]]:
+    """(CPU, GiB) of each node that pods of namespace `but` may use: its allocatable less what
+    the other pods bound to it request."""
+    room = {n["metadata"]["name"]: list(node_size(n)) for n in kube.nodes()}
+    for _, node, cpu, mem in _bound(kube, but):
+        if node in room:
+            room[node][0] -= cpu
+            room[node][1] -= mem
+    return [(max(cpu, 0.0), max(mem, 0.0)) for cpu, mem in room.values()]
+
+
 def node_size(node: dict) -> tuple[float, float]:
     """A Node object's allocatable (CPU, GiB); Kubernetes writes memory without a unit in bytes
     (e.g. `--memory 7.3Gi` comes back as 7838315316)."""
@@ -90,13 +101,18 @@ def node_size(node: dict) -> tuple[float, float]:
 def other_work(kube: Kube, but: str | None = None) -> list[tuple[str, float, float]]:
     """Pods bound to the nodes that have not finished, as (namespace/name, CPU, GiB requested),
     except those of namespace `but`: room that the caller's own pods cannot use."""
+    return [(name, cpu, mem) for name, _, cpu, mem in _bound(kube, but)]
+
+
+def _bound(kube: Kube, but: str | None) -> list[tuple[str, str, float, float]]:
+    """(namespace/name, node, CPU, GiB requested) of each unfinished bound pod outside `but`."""
     out = []
     for pod in kube.pods():
         if pod["metadata"]["namespace"] == but or not pod["spec"].get("nodeName") or \
                 pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
             continue
         requests = [c.get("resources", {}).get("requests", {}) for c in pod["spec"].get("containers", [])]
-        out.append((f"{pod['metadata']['namespace']}/{pod['metadata']['name']}",
+        out.append((f"{pod['metadata']['namespace']}/{pod['metadata']['name']}", pod["spec"]["nodeName"],
                     sum(cores(str(r.get("cpu", "0"))) or 0.0 for r in requests),
                     sum(gib(str(r.get("memory", "0")), plain_is_bytes=True) or 0.0 for r in requests)))
     return out

@@ -24,7 +24,7 @@ from typing import Callable
 
 from coach.backends.base import Capacity
 from coach.plan import (Allocation, JobDemand, RunningJob, demand_from_json, demand_to_json, expected_wait,
-                        footprint, min_resources, plan)
+                        footprint, min_resources, plan, plan_with_waits)
 from coach.state.store import Store, own_identity
 
 RECHECK_S = 1.0
@@ -55,9 +55,15 @@ class Coordinator:
         self._held: dict[str, _Held] = {}
         self._since: dict[str, float] = {}      # wall time each job first asked: its priority
 
-    def fits_alone(self, demand: JobDemand) -> bool:
-        cpu, mem = min_resources(demand)
-        return cpu <= self.capacity.cpu + 1e-9 and mem <= self.capacity.memory_gib + 1e-9
+    def never_fits(self, demand: JobDemand) -> str | None:
+        """Why the job's minimum does not fit even the whole capacity (on a cluster: laid out on
+        its nodes), or None if it does."""
+        _, waits = plan_with_waits([demand], self.capacity.cpu, self.capacity.memory_gib, nodes=self.capacity.nodes)
+        return waits.get(demand.job_id)
+
+    def _plan(self, demands: list[JobDemand], cpu: float, memory_gib: float, backfill: bool = False
+              ) -> dict[str, Allocation | None]:
+        return plan(demands, cpu, memory_gib, backfill, nodes=self.capacity.nodes)
 
     def acquire(self, demand: JobDemand, on_wait: Callable[[str], None] = lambda _: None,
                 timeout_s: float | None = None,
@@ -143,11 +149,12 @@ class Coordinator:
 
     def _grant(self, demand: JobDemand, others: _Elsewhere) -> Allocation | None:
         free_cpu, free_mem = self._free(demand.job_id, others)
-        now = plan([demand], free_cpu, free_mem).get(demand.job_id)
+        # the job's own group laid out on empty nodes: other jobs' pods are where the scheduler put them
+        now = self._plan([demand], free_cpu, free_mem).get(demand.job_id)
         if now is None:
             return None
-        share = plan(self._everyone(others), self.capacity.cpu, self.capacity.memory_gib,
-                     backfill=True).get(demand.job_id)
+        share = self._plan(self._everyone(others), self.capacity.cpu, self.capacity.memory_gib,
+                           backfill=True).get(demand.job_id)
         if share is None or demand.static is not None:
             return now
         w, s = min(now.workers, share.workers), min(now.servers, share.servers)

@@ -278,10 +278,9 @@ class JobLoop:
         self._find_earlier()
         history = self._history()
         first = self._demand([])
-        if not coord.fits_alone(first):
-            return self._finish("failed", f"the job's minimum ({'static ' if first.static else ''}"
-                                f"{first.static or (1, 1)}) does not fit the backend's capacity "
-                                f"({coord.capacity.cpu:g} cores, {coord.capacity.memory_gib:g} GiB)")
+        if (why := coord.never_fits(first)) is not None:
+            return self._finish("failed", f"the job does not fit the backend's capacity "
+                                f"({coord.capacity.cpu:g} cores, {coord.capacity.memory_gib:g} GiB): {why}")
         if (ended := self._tune(history)) is not None:
             return ended
         epoch = len([r for r in history if r.phase == "training"])
@@ -329,9 +328,25 @@ class JobLoop:
         # a job stopped during tuning resumes it where it stopped; once training, tuning is over
         if spec.allocation != "dynamic" or not configs or any(r.phase == "training" for r in history):
             return None
+        def demand(w: int, s: int) -> JobDemand:
+            return JobDemand(job_id=self.run.job_id, speed=None, remaining_epochs=None,
+                             samples_per_epoch=float(self.n_train), static=(w, s),
+                             resources=spec.resources, prices=spec.prices)
+
+        fitting = []
+        for w, s in configs:   # on a cluster a config can fit the cores in sum but not the nodes
+            if (why := coord.never_fits(demand(w, s))) is None:
+                fitting.append((w, s))
+            else:
+                self._event("tuning_skipped", f"({w}, {s}): it never fits the backend: {why}")
+        if not (configs := fitting):
+            return None
         # start every function tuning will use at once, so their start-up overlaps the first
         # mini-epoch instead of delaying each later one (scaled-down replicas stay warm)
-        group = {"scheduler": 1, "server": max(s for _, s in configs), "worker": max(w for w, _ in configs)}
+        ahead = (max(w for w, _ in configs), max(s for _, s in configs))
+        if coord.never_fits(demand(*ahead)) is not None:   # each fits, but not all of them together
+            ahead = max(configs, key=sum)
+        group = {"scheduler": 1, "server": ahead[1], "worker": ahead[0]}
         def no_wait(why: str) -> None:   # waiting for room that the first mini-epoch may not need
             if why:
                 raise BackendError(why)
@@ -357,11 +372,8 @@ class JobLoop:
             if (why := _known_not_to_help(history, w, s)) is not None:
                 self._event("tuning_skipped", f"({w}, {s}): {why}")
                 continue
-            demand = JobDemand(job_id=self.run.job_id, speed=None, remaining_epochs=None,
-                               samples_per_epoch=float(self.n_train), static=(w, s),
-                               resources=spec.resources, prices=spec.prices)
             # a mini-epoch lasts about as long as the previous one: others' expected wait
-            alloc = coord.acquire(demand, self._waiting, timeout_s=None if i == 0 else TUNING_WAIT_S,
+            alloc = coord.acquire(demand(w, s), self._waiting, timeout_s=None if i == 0 else TUNING_WAIT_S,
                                   should_stop=self._stop_requested,
                                   epoch_s=lambda w, s: history[-1].duration_s if history else None)
             if alloc is None and self._stop_requested():

@@ -1,5 +1,7 @@
 """Planning: how many workers and servers each job gets within the shared capacity."""
 
+from coach.plan.packing import describe as describe_nodes
+from coach.plan.packing import packs
 from coach.plan.planner import (
     DEFAULT_RESOURCES,
     MIN_RELATIVE_GAIN,
@@ -10,6 +12,7 @@ from coach.plan.planner import (
     demand_to_json,
     expected_wait,
     footprint,
+    functions,
     gain_floor,
     min_resources,
     plan,
@@ -17,6 +20,8 @@ from coach.plan.planner import (
 )
 
 __all__ = [
+    "describe_nodes",
+    "packs",
     "DEFAULT_RESOURCES",
     "MIN_RELATIVE_GAIN",
     "Allocation",
@@ -26,6 +31,7 @@ __all__ = [
     "demand_to_json",
     "expected_wait",
     "footprint",
+    "functions",
     "gain_floor",
     "min_resources",
     "plan",

@@ -6,6 +6,8 @@ Optimus' greedy (EuroSys'18, §4.1) over the capacity the jobs share:
    gets its minimum — one scheduler, one server, one worker, or exactly its `static`
    (w, s). A job whose minimum does not fit the capacity left waits (None), and so do
    the jobs after it unless `backfill=True` (no small job overtakes a big one waiting).
+   On a cluster "fits" also means that every function granted so far can be laid out on
+   the nodes (`coach.plan.packing`): cores summed over nodes hide their fragments.
 2. Then, repeatedly, for every job and for each of "one more worker" and "one more
    server" that fits the free capacity, the job's `max_workers`/`max_servers` and its
    epoch budget, compute the marginal utility
@@ -34,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 
 from coach.estimate.cost import DEFAULT_PRICES, DEFAULT_RESOURCES, Prices, RoleResources, epoch_cost
 from coach.estimate.speed import SpeedModel
+from coach.plan.packing import Size, describe, packs
 
 MIN_RELATIVE_GAIN = 0.02
 """A step must cut the predicted remaining time by ≥ 2%: smaller gains are within noise."""
@@ -106,35 +109,39 @@ def gain_floor(speed: SpeedModel) -> float:
 
 
 def plan(demands: Sequence[JobDemand], capacity_cpu: float, capacity_memory_gib: float,
-         backfill: bool = False) -> dict[str, Allocation | None]:
-    """Allocate (w, s) to each job within the shared capacity; None = wait for capacity."""
-    return plan_with_waits(demands, capacity_cpu, capacity_memory_gib, backfill)[0]
+         backfill: bool = False, nodes: Sequence[Size] = ()) -> dict[str, Allocation | None]:
+    """Allocate (w, s) to each job within the shared capacity; None = wait for capacity.
+    With `nodes` (each node's room, a cluster's), every job's functions must also be laid out
+    on them together (`coach.plan.packing`), not only fit their sum."""
+    return plan_with_waits(demands, capacity_cpu, capacity_memory_gib, backfill, nodes)[0]
 
 
 def plan_with_waits(demands: Sequence[JobDemand], capacity_cpu: float, capacity_memory_gib: float,
-                    backfill: bool = False) -> tuple[dict[str, Allocation | None], dict[str, str]]:
+                    backfill: bool = False, nodes: Sequence[Size] = ()
+                    ) -> tuple[dict[str, Allocation | None], dict[str, str]]:
     """`plan`, plus for every waiting job the reason in words (for `coach status`)."""
     ids = [d.job_id for d in demands]
     if len(set(ids)) != len(ids):
         raise ValueError(f"job ids must be unique, got {ids}")
-    free_cpu, free_mem = float(capacity_cpu), float(capacity_memory_gib)
+    room = _Room(float(capacity_cpu), float(capacity_memory_gib), tuple(nodes))
     alloc: dict[str, tuple[int, int] | None] = {}
     notes: dict[str, list[str]] = {d.job_id: [] for d in demands}
     blocked = False
     for d in demands:
         w, s = d.static or (1, 1)
-        cpu, mem = footprint(d.resources, w, s)
-        if blocked or cpu > free_cpu + 1e-9 or mem > free_mem + 1e-9:
+        group = functions(d.resources, w, s)
+        lacking = None if blocked else room.lacks(group)
+        if blocked or lacking is not None:
             alloc[d.job_id] = None
             if not blocked:
-                notes[d.job_id].append(f"its minimum ({_ws(w, s)}) needs {_cores(cpu)} and {mem:g} GiB; "
-                                       f"{_cores(max(free_cpu, 0))} and {max(free_mem, 0):.3g} GiB are free")
+                cpu, mem = footprint(d.resources, w, s)
+                notes[d.job_id].append(f"its minimum ({_ws(w, s)}) needs {_cores(cpu)} and {mem:g} GiB; {lacking}")
             else:
                 notes[d.job_id].append("an earlier job is waiting for capacity")
             blocked = blocked or not backfill
             continue
         alloc[d.job_id] = (w, s)
-        free_cpu, free_mem = free_cpu - cpu, free_mem - mem
+        room.take(group)
 
     while True:
         best: tuple[float, int, int, str] | None = None   # (-utility, job index, role order, role)
@@ -142,7 +149,7 @@ def plan_with_waits(demands: Sequence[JobDemand], capacity_cpu: float, capacity_
             if alloc[d.job_id] is None or d.static is not None or d.speed is None:
                 continue
             for order, role in enumerate(("worker", "server")):
-                step = _step(d, alloc[d.job_id], role, free_cpu, free_mem)  # type: ignore[arg-type]
+                step = _step(d, alloc[d.job_id], role, room)  # type: ignore[arg-type]
                 if step.ok and (best is None or (-step.utility, i, order) < best[:3]):
                     best = (-step.utility, i, order, role)
         if best is None:
@@ -152,7 +159,7 @@ def plan_with_waits(demands: Sequence[JobDemand], capacity_cpu: float, capacity_
         w, s = (w + 1, s) if best[3] == "worker" else (w, s + 1)
         alloc[d.job_id] = (w, s)
         role_res = d.resources[best[3]]
-        free_cpu, free_mem = free_cpu - role_res.cpu, free_mem - role_res.memory_gib
+        room.take([(role_res.cpu, role_res.memory_gib)])
 
     result: dict[str, Allocation | None] = {}
     for d in demands:
@@ -160,7 +167,7 @@ def plan_with_waits(demands: Sequence[JobDemand], capacity_cpu: float, capacity_
         if ws is None:
             result[d.job_id] = None
             continue
-        result[d.job_id] = Allocation(ws[0], ws[1], _reason(d, ws, free_cpu, free_mem))
+        result[d.job_id] = Allocation(ws[0], ws[1], _reason(d, ws, room))
     waits = {job_id: "; ".join(n) for job_id, n in notes.items() if result[job_id] is None}
     return result, waits
 
@@ -192,12 +199,41 @@ class _Step:
     why_not: str
 
 
+@dataclass
+class _Room:
+    """What is left of the capacity as the planner grants functions."""
+
+    cpu: float
+    mem: float
+    nodes: tuple[Size, ...] = ()                          # each node's room; () = one pool
+    granted: list[Size] = field(default_factory=list)     # every function granted so far
+
+    def lacks(self, group: list[Size]) -> str | None:
+        """Why `group` does not fit beside what is granted (None if it fits)."""
+        cpu, mem = sum(c for c, _ in group), sum(m for _, m in group)
+        if cpu > self.cpu + 1e-9 or mem > self.mem + 1e-9:
+            return f"{_cores(max(self.cpu, 0))} and {max(self.mem, 0):.3g} GiB are free"
+        if self.nodes and not packs(self.granted + group, self.nodes):
+            beside = f" beside the {len(self.granted)} functions granted" if self.granted else ""
+            return f"{_cores(self.cpu)} are free in sum, but no layout of it{beside} fits on the {describe(self.nodes)}"
+        return None
+
+    def take(self, group: list[Size]) -> None:
+        self.cpu -= sum(c for c, _ in group)
+        self.mem -= sum(m for _, m in group)
+        self.granted.extend(group)
+
+
 def footprint(resources: Mapping[str, RoleResources], w: int, s: int) -> tuple[float, float]:
     """(cores, GiB) that one scheduler, `s` servers and `w` workers hold."""
+    group = functions(resources, w, s)
+    return sum(c for c, _ in group), sum(m for _, m in group)
+
+
+def functions(resources: Mapping[str, RoleResources], w: int, s: int) -> list[Size]:
+    """(cores, GiB) of each function of one scheduler, `s` servers and `w` workers."""
     counts = {"scheduler": 1, "server": s, "worker": w}
-    cpu = sum(n * resources[r].cpu for r, n in counts.items())
-    mem = sum(n * resources[r].memory_gib for r, n in counts.items())
-    return cpu, mem
+    return [(resources[r].cpu, resources[r].memory_gib) for r, n in counts.items() for _ in range(n)]
 
 
 def _remaining_seconds(d: JobDemand, w: int, s: int) -> float:
@@ -206,7 +242,7 @@ def _remaining_seconds(d: JobDemand, w: int, s: int) -> float:
     return epochs * d.speed.epoch_seconds(w, s, d.samples_per_epoch)
 
 
-def _step(d: JobDemand, ws: tuple[int, int], role: str, free_cpu: float, free_mem: float) -> _Step:
+def _step(d: JobDemand, ws: tuple[int, int], role: str, room: _Room) -> _Step:
     """Can the job take one more `role` function, and what is it worth per core?"""
     w, s = ws
     nw, ns = (w + 1, s) if role == "worker" else (w, s + 1)
@@ -215,9 +251,8 @@ def _step(d: JobDemand, ws: tuple[int, int], role: str, free_cpu: float, free_me
     if (nw if role == "worker" else ns) > limit:
         return _Step(False, 0.0, f"max_{role}s={limit} reached")
     res = d.resources[role]
-    if res.cpu > free_cpu + 1e-9 or res.memory_gib > free_mem + 1e-9:
-        return _Step(False, 0.0, f"a {nth} {role} needs {_cores(res.cpu)} and {res.memory_gib:g} GiB, "
-                                 f"{_cores(max(free_cpu, 0))} and {max(free_mem, 0):.3g} GiB are free")
+    if (lacking := room.lacks([(res.cpu, res.memory_gib)])) is not None:
+        return _Step(False, 0.0, f"a {nth} {role} needs {_cores(res.cpu)} and {res.memory_gib:g} GiB, {lacking}")
     if d.speed is None:
         return _Step(False, 0.0, "no speed model yet")
     now, then = _remaining_seconds(d, w, s), _remaining_seconds(d, nw, ns)
@@ -238,13 +273,13 @@ def _step(d: JobDemand, ws: tuple[int, int], role: str, free_cpu: float, free_me
     return _Step(True, per_core, f"a {nth} {role} would save {per_core:.3g} s {horizon} per core")
 
 
-def _reason(d: JobDemand, ws: tuple[int, int], free_cpu: float, free_mem: float) -> str:
+def _reason(d: JobDemand, ws: tuple[int, int], room: _Room) -> str:
     w, s = ws
     if d.static is not None:
         return f"static allocation {_ws(w, s)}"
     if d.speed is None:
         return f"{_ws(w, s)}: the minimum, no speed model yet"
-    steps = [_step(d, ws, role, free_cpu, free_mem) for role in ("worker", "server")]
+    steps = [_step(d, ws, role, room) for role in ("worker", "server")]
     grown = "" if (w, s) == (1, 1) else " (each step granted by marginal utility)"
     reason = f"{_ws(w, s)}{grown}; stopped because " + "; ".join(st.why_not for st in steps)
     if d.epoch_budget is not None and (w, s) == (1, 1):

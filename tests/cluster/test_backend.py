@@ -181,9 +181,37 @@ def test_the_group_shrinks_and_grows_in_place(workload: Workload) -> None:
     assert not workload.kube.pods(NAMESPACE, "coach.io/job=grows")
 
 
+# on the test session's 2 nodes × 4 CPU: (1, 1) fits, but a third function of 2.5 cores fits on no node
+SPLIT = {"worker": {"cpu": 2.5}, "server": {"cpu": 2.5}}
+
+
+def test_configurations_that_fit_the_cores_but_not_the_nodes_are_never_asked_for(
+        workload: Workload, coach_home: Path, tmp_path: Path) -> None:
+    """(2, 1) and (1, 2) need 7.6 of the 8 CPU, but three 2.5-core functions fit on no two 4-CPU
+    nodes: tuning skips them at once, saying why, and the planner never grants them. Counting
+    cores only, (2, 1) was asked for, and coach-gang kept its group waiting for room that never
+    comes (a 10-minute wait, then retries)."""
+    job = write_job(tmp_path / "job.yaml", **dict(FAST_JOB, name="split", scheduler="gang", resources=SPLIT))
+    proc = run_coach("submit", str(job), "--backend", "cluster", "--json", timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [status] = json.loads(run_coach("status", "--json", check=True).stdout)
+    assert status["status"] == "succeeded", status
+    history = json.loads(run_coach("history", status["job_id"], "--json", check=True).stdout)
+    assert {(r["workers"], r["servers"]) for r in history} == {(1, 1)}, history
+    events = json.loads(run_coach("events", status["job_id"], "--json", check=True).stdout)
+    kinds = [e["kind"] for e in events]
+    assert "retry" not in kinds and "deploy_failed" not in kinds, events
+    skipped = [e["message"] for e in events if e["kind"] == "tuning_skipped"]
+    for ws in ("(2, 1)", "(1, 2)"):
+        assert any(m.startswith(f"{ws}: it never fits the backend: ") and "no layout" in m for m in skipped), skipped
+
+
 @pytest.mark.parametrize("args, fields, code, message", [
     (["--cpu", "2"], {}, 2, "--cpu: applies to the local backend"),
     ([], {"resources": {"worker": {"cpu": 5}}}, 2, "resources.worker: one worker asks 5 cores"),
+    ([], {"resources": SPLIT, "allocation": "static", "workers": 2, "servers": 1}, 2,
+     "resources: its smallest allocation (2 worker(s), 1 server(s) and a scheduler) needs 7.6 cores and 2.75 GiB: "
+     "that fits the cluster's 8 cores in sum but cannot be laid out on its 2 nodes with room for 4 cores"),
 ])
 def test_bad_input_for_the_cluster_backend(workload: Workload, coach_home: Path, tmp_path: Path,
                                            args: list[str], fields: dict, code: int, message: str) -> None:

@@ -198,3 +198,34 @@ def test_demand_survives_json_for_other_processes(demand):
     back = demand_from_json(demand_to_json(demand))
     assert back == demand
     assert plan([back], 16, 64) == plan([demand], 16, 64)
+
+
+# -- nodes: a cluster's capacity is split; cores in sum can hide that a function fits nowhere ---
+BIG = {"scheduler": RoleResources(0.1, 0.25), "server": RoleResources(1.2, 0.5), "worker": RoleResources(1.2, 1.0)}
+NODES = [(2.0, 8.0), (2.0, 8.0)]
+
+
+def test_a_step_that_fits_the_sum_but_no_node_is_not_granted():
+    alone = plan([job("a", scaling_speed(), resources=BIG)], capacity_cpu=4, capacity_memory_gib=16)["a"]
+    assert (alone.workers, alone.servers) == (2, 1)   # 3.7 of 4 cores: what the sum allows
+    on_nodes = plan([job("a", scaling_speed(), resources=BIG)], capacity_cpu=4, capacity_memory_gib=16,
+                    nodes=NODES)["a"]
+    assert (on_nodes.workers, on_nodes.servers) == (1, 1)
+    assert ("a 2nd worker needs 1.2 cores and 1 GiB, 1.5 cores are free in sum, but no layout of it beside the "
+            "3 functions granted fits on the 2 nodes with room for 2 cores and 8 GiB each") in on_nodes.reason
+
+
+def test_a_minimum_that_fits_no_layout_waits_and_says_why():
+    out, waits = plan_with_waits([job("a", None, resources=BIG, static=(2, 1))], capacity_cpu=4,
+                                 capacity_memory_gib=16, nodes=NODES)
+    assert out == {"a": None}
+    assert waits["a"].startswith("its minimum (2 workers, 1 server) needs 3.7 cores and 2.75 GiB; 4 cores are "
+                                 "free in sum, but no layout"), waits
+
+
+def test_jobs_are_laid_out_together():
+    """Each job's (1, 1) fits a node pair alone; the second does not fit beside the first."""
+    demands = [job("a", None, resources=BIG), job("b", None, resources=BIG)]
+    assert plan(demands, capacity_cpu=8, capacity_memory_gib=16)["b"] is not None       # 5 of 8 cores in sum
+    assert plan(demands, capacity_cpu=8, capacity_memory_gib=16, nodes=[(4.0, 8.0), (4.0, 8.0)])["b"] is not None
+    assert plan(demands, capacity_cpu=6, capacity_memory_gib=16, nodes=[(2.0, 8.0)] * 3)["b"] is None

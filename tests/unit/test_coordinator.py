@@ -54,7 +54,8 @@ def test_static_allocation_is_exact_or_waits() -> None:
 
 def test_a_minimum_larger_than_the_capacity_is_detected() -> None:
     coord = Coordinator(Capacity(cpu=0.5, memory_gib=8))
-    assert not coord.fits_alone(demand("big"))
+    assert "its minimum (1 worker, 1 server) needs" in coord.never_fits(demand("big"))
+    assert Coordinator(Capacity(cpu=2.0, memory_gib=8)).never_fits(demand("big")) is None
 
 
 # -- leases: jobs of other `coach submit` processes on the same state store ------------------

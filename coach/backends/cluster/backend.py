@@ -26,7 +26,7 @@ from coach.backends.base import Capacity, Placement
 from coach.backends.local.backend import LocalBackend
 from coach.cluster.errors import ClusterError
 from coach.cluster.kube import Kube, Obj
-from coach.cluster.nodes import nodes_of, other_work
+from coach.cluster.nodes import room_per_node
 from coach.errors import BackendError, SpecError
 from coach.identity import process_identity, still_running
 from coach.roles.protocol import ROLES
@@ -64,17 +64,15 @@ class ClusterBackend(LocalBackend):
         try:
             kube.ensure_namespace(NAMESPACE)
             self._clear_stale()
-            nodes = nodes_of(kube)
-            held = other_work(kube, but=NAMESPACE)
+            nodes = room_per_node(kube, but=NAMESPACE)
         except ClusterError as e:
             raise BackendError(str(e)) from None
-        cpu = sum(c for c, _ in nodes) - sum(c for _, c, _ in held)
-        memory = sum(m for _, m in nodes) - sum(m for _, _, m in held)
+        cpu, memory = sum(c for c, _ in nodes), sum(m for _, m in nodes)
         if cpu <= 0 or memory <= 0:
-            raise BackendError(f"the cluster has no room: {len(nodes)} node(s), {len(held)} pod(s) of other work "
-                               f"bound to them ({cpu:g} CPU, {memory:g} GiB free)")
+            raise BackendError(f"the cluster has no room: {len(nodes)} node(s), {cpu:g} CPU and {memory:g} GiB "
+                               "not held by other work")
         super().__init__(cpu=cpu, memory_gib=memory, functions_dir=functions_dir, log_dir=log_dir)
-        self.capacity = Capacity(cpu=cpu, memory_gib=memory, node=max(nodes))
+        self.capacity = Capacity(cpu=cpu, memory_gib=memory, nodes=tuple(nodes))
         for role in ROLES:   # a pod must name its container's image
             if not self._function_config(role)["spec"].get("image"):
                 raise SpecError(str(self.functions_dir / role / "function.yaml"), "spec.image",
