@@ -47,7 +47,7 @@ class Invocation:
 
 class Backend(Protocol):
     name: str
-    capacity: Capacity
+    capacity: Capacity   # may change while jobs run (a cluster's room as other work comes and goes): read it again
 
     def deploy(self, job_id: str, group: Mapping[str, int], placement: Placement = Placement(),
                on_wait: Callable[[str], None] | None = None) -> str | None:

@@ -47,8 +47,11 @@ class _Elsewhere:
 
 
 class Coordinator:
-    def __init__(self, capacity: Capacity, store: Store | None = None) -> None:
-        self.capacity = capacity
+    def __init__(self, capacity: Capacity | Callable[[], Capacity], store: Store | None = None) -> None:
+        """`capacity` may be a function, read again whenever a job asks: a cluster's room changes
+        as work of other namespaces comes and goes."""
+        self._read_capacity = capacity if callable(capacity) else lambda: capacity
+        self.capacity = self._read_capacity()
         self._store = store             # None: this run's jobs are alone on the capacity
         self._cond = threading.Condition()
         self._demands: dict[str, JobDemand] = {}
@@ -82,6 +85,7 @@ class Coordinator:
         if self._store is not None:
             self._store.publish_demand(job_id, since, demand_to_json(demand))
         while True:
+            self.capacity = self._read_capacity()
             others = self._others()
             with self._cond:
                 self._demands[job_id] = demand

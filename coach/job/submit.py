@@ -37,7 +37,7 @@ def run_jobs(jobs: dict[str, JobSpec], backend: Backend, store: Store,
 
     The caller has claimed the jobs (`Store.claim_job`): no other process runs them.
     """
-    coordinator = Coordinator(backend.capacity, store)
+    coordinator = Coordinator(lambda: backend.capacity, store)   # a cluster's room is read again as jobs ask
     statuses: dict[str, str] = {}
     home = coach_home()
 

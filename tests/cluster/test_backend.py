@@ -17,10 +17,13 @@ import pytest
 
 from coach.backends.base import Placement
 from coach.backends.cluster import NAMESPACE, ClusterBackend
+from coach.backends.cluster.backend import REFRESH_S
 from coach.cluster import Kube
 from coach.errors import BackendError
 from coach.identity import process_identity
-from tests.cluster.workload import Workload, wait_for
+from coach.job.coordinator import Coordinator
+from coach.plan import JobDemand
+from tests.cluster.workload import Workload, job_pod, wait_for
 from tests.conftest import COACH, FAST_JOB, ROOT, run_coach, write_job
 from tests.e2e.test_failures import _wait_no_processes_of
 
@@ -179,6 +182,29 @@ def test_the_group_shrinks_and_grows_in_place(workload: Workload) -> None:
     finally:
         backend.close()
     assert not workload.kube.pods(NAMESPACE, "coach.io/job=grows")
+
+
+def test_room_that_other_work_takes_after_the_start_is_waited_for(workload: Workload) -> None:
+    """The nodes' room is read again while jobs run: a job asks for its next epoch's functions
+    only once they fit beside other namespaces' pods bound meanwhile. With the room read once at
+    the start, it was granted at once, and its pods would have waited on the cluster instead."""
+    backend = ClusterBackend(workload.kube)
+    coordinator = Coordinator(lambda: backend.capacity)
+    demand = JobDemand(job_id="late", speed=None, remaining_epochs=None, samples_per_epoch=1000.0)
+    try:
+        assert backend.capacity.nodes == ((4.0, 8.0), (4.0, 8.0))
+        workload.submit([{**job_pod("web", i, "worker", 1, "default-scheduler", cpu="3800m", name=f"web-{i}"),
+                          "metadata": {"name": f"web-{i}", "namespace": "coach-test"}} for i in range(2)])
+        wait_for(lambda: all(p["spec"].get("nodeName") for p in workload.pods()), 30, "the other work to be bound")
+        time.sleep(REFRESH_S)   # the room read at the start is that old now
+        told: list[str] = []
+        assert coordinator.acquire(demand, told.append, timeout_s=REFRESH_S + 3) is None   # a 0.5-core worker fits nowhere
+        assert told and told[-1].startswith("waiting for capacity: needs 0.85 cores / 1.75 GiB, 0.4 cores"), told
+        workload.kube.delete_pods("coach-test")
+        grant = coordinator.acquire(demand, timeout_s=REFRESH_S + 10)
+        assert grant is not None and (grant.workers, grant.servers) == (1, 1), grant
+    finally:
+        backend.close()
 
 
 # on the test session's 2 nodes × 4 CPU: (1, 1) fits, but a third function of 2.5 cores fits on no node

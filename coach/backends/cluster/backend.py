@@ -36,6 +36,7 @@ PLACE_TIMEOUT_S = 60.0    # a partly bound group holds room others may need: giv
 WAIT_TIMEOUT_S = 600.0    # a group with nothing bound holds nothing; it waits for room (coach-gang's queue)
 POLL_S = 0.1
 NOTICE_S = 2.0            # a group unplaced for this long is said to wait (progress line, `coach status`)
+REFRESH_S = 2.0           # the nodes' room is read again at most this often
 SCHEDULER_NAMES = {"default": "default-scheduler", "gang": "coach-gang"}   # the job file's `scheduler`
 LABEL_JOB, LABEL_ROLE = "coach.io/job", "coach.io/role"
 MIN_GROUP = "coach.io/min-group"
@@ -64,19 +65,39 @@ class ClusterBackend(LocalBackend):
         try:
             kube.ensure_namespace(NAMESPACE)
             self._clear_stale()
-            nodes = room_per_node(kube, but=NAMESPACE)
+            room = self._room()
         except ClusterError as e:
             raise BackendError(str(e)) from None
-        cpu, memory = sum(c for c, _ in nodes), sum(m for _, m in nodes)
-        if cpu <= 0 or memory <= 0:
-            raise BackendError(f"the cluster has no room: {len(nodes)} node(s), {cpu:g} CPU and {memory:g} GiB "
-                               "not held by other work")
-        super().__init__(cpu=cpu, memory_gib=memory, functions_dir=functions_dir, log_dir=log_dir)
-        self.capacity = Capacity(cpu=cpu, memory_gib=memory, nodes=tuple(nodes))
+        if room.cpu <= 0 or room.memory_gib <= 0:
+            raise BackendError(f"the cluster has no room: {len(room.nodes)} node(s), {room.cpu:g} CPU and "
+                               f"{room.memory_gib:g} GiB not held by other work")
+        super().__init__(cpu=room.cpu, memory_gib=room.memory_gib, functions_dir=functions_dir, log_dir=log_dir)
+        self.capacity = room
         for role in ROLES:   # a pod must name its container's image
             if not self._function_config(role)["spec"].get("image"):
                 raise SpecError(str(self.functions_dir / role / "function.yaml"), "spec.image",
                                 "missing: the cluster backend's pods name the function's image")
+
+    # -- capacity --------------------------------------------------------------------------
+    def _room(self) -> Capacity:
+        nodes = room_per_node(self.kube, but=NAMESPACE)
+        return Capacity(cpu=sum(c for c, _ in nodes), memory_gib=sum(m for _, m in nodes), nodes=tuple(nodes))
+
+    @property
+    def capacity(self) -> Capacity:
+        """The nodes' room for Coach's pods now: other namespaces' pods come and go while jobs
+        run (read again at most every REFRESH_S; the last reading if the API server does not answer)."""
+        if time.monotonic() - self._read_at >= REFRESH_S:
+            try:
+                self._capacity = self._room()
+            except ClusterError:
+                pass
+            self._read_at = time.monotonic()
+        return self._capacity
+
+    @capacity.setter
+    def capacity(self, value: Capacity) -> None:
+        self._capacity, self._read_at = value, time.monotonic()
 
     # -- pods ------------------------------------------------------------------------------
     def _clear_stale(self) -> None:
