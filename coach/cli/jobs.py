@@ -54,13 +54,11 @@ def _check_fits(spec: Any, capacity: Any) -> None:
     w, s = (spec.workers, spec.servers) if spec.allocation == "static" else (1, 1)
     cpu, mem = footprint(spec.resources, w, s)
     how = "`coach cluster up --nodes/--cpu/--memory`" if capacity.nodes else "--cpu"
-    if capacity.nodes:
-        most = max(capacity.nodes)
-        for role, r in spec.resources.items():
-            if r.cpu > most[0] + 1e-9 or r.memory_gib > most[1] + 1e-9:
-                raise SpecError(spec.source, f"resources.{role}",
-                                f"one {role} asks {r.cpu:g} cores and {r.memory_gib:g} GiB; the node with the most "
-                                f"room has {most[0]:g} cores and {most[1]:.3g} GiB ({how})")
+    for role, r in spec.resources.items() if capacity.nodes else ():
+        if not packs([(r.cpu, r.memory_gib)], capacity.nodes):
+            raise SpecError(spec.source, f"resources.{role}",
+                            f"one {role} asks {r.cpu:g} cores and {r.memory_gib:g} GiB; no node has room for it: "
+                            f"the cluster has {describe_nodes(capacity.nodes)} ({how})")
     smallest = f"its smallest allocation ({w} worker(s), {s} server(s) and a scheduler) needs {cpu:g} cores and {mem:g} GiB"
     if cpu > capacity.cpu + 1e-9 or mem > capacity.memory_gib + 1e-9:
         raise SpecError(spec.source, "", f"{smallest}; the backend has {capacity.cpu:g} "

@@ -153,7 +153,8 @@ class Coordinator:
 
     def _grant(self, demand: JobDemand, others: _Elsewhere) -> Allocation | None:
         free_cpu, free_mem = self._free(demand.job_id, others)
-        # the job's own group laid out on empty nodes: other jobs' pods are where the scheduler put them
+        # what fits beside the other jobs now: in sum, and its own group alone on the nodes (where
+        # their pods are is the scheduler's business); the share below lays every job out together
         now = self._plan([demand], free_cpu, free_mem).get(demand.job_id)
         if now is None:
             return None
