@@ -12,9 +12,9 @@ import shutil
 import time
 import uuid
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from coach.backends.base import Backend, Invocation, Placement
 from coach.errors import BackendError, Diverged, EpochFailed, FailsAgain
@@ -38,6 +38,7 @@ class EpochPlan:
     checkpoint_out: str
     task: dict[str, Any]           # dataset, model, hyper (the job's constants)
     placement: Placement = Placement()   # how the functions ask a cluster for room
+    keep: Mapping[str, int] = field(default_factory=dict)   # replicas kept ready beyond those this epoch invokes
 
     @property
     def label(self) -> str:
@@ -95,8 +96,10 @@ class EpochRunner:
     def _attempt(self, plan: EpochPlan, attempt: int,
                  function_s: dict[str, float]) -> tuple[EpochOutcome | None, str]:
         try:
-            placed = self.backend.deploy(plan.job_id, {"scheduler": 1, "server": plan.servers, "worker": plan.workers},
-                                         plan.placement, on_wait=lambda why: self.on_wait(why or plan.label))
+            group = {"scheduler": 1, "server": plan.servers, "worker": plan.workers}
+            group = {role: max(n, plan.keep.get(role, 0)) for role, n in group.items()}
+            placed = self.backend.deploy(plan.job_id, group, plan.placement,
+                                         on_wait=lambda why: self.on_wait(why or plan.label))
             if placed:
                 self.on_event("placed", f"{plan.phase} epoch {plan.epoch}: {placed}")
         except BackendError as e:

@@ -55,6 +55,8 @@ def test_a_job_trains_on_pods_its_scheduler_placed(workload: Workload, coach_hom
     events = json.loads(run_coach("events", status["job_id"], "--json", check=True).stdout)
     placed = [e["message"] for e in events if e["kind"] == "placed"]
     assert placed and all(f"placed by {name} in " in m and "coach-node-" in m for m in placed), placed
+    # tuning's head start is kept until tuning ends: no mini-epoch waits for a new pod's cold start
+    assert placed[0].startswith("ahead of tuning: 5 pod(s)") and not any(m.startswith("tuning") for m in placed), placed
     assert sum(int(m.split(": ", 1)[1].split(" pod(s)")[0]) for m in placed) == len(by), (placed, by)
 
 
