@@ -359,8 +359,8 @@ class JobLoop:
             self._event("deploy_failed", f"starting {group['server']} server(s) and {group['worker']} worker(s) "
                         f"ahead of tuning: {e}; each mini-epoch starts what it needs")
             group = {}
-        # and kept until tuning ends: on a cluster a function scaled down is a pod deleted, and
-        # growing again a cold start (2-3 s each for mlp-digits' (2, 1) and (2, 2))
+        # a placed head start is kept until tuning ends (`keep`): on a cluster a function scaled
+        # down is a pod deleted, and growing again a cold start (about 2 s per mini-epoch for mlp-digits)
         for i, (w, s) in enumerate(configs):
             if self._stop_requested():
                 return self._finish("stopped", "stopped by request during tuning")
