@@ -154,21 +154,24 @@ def test_static_job_with_tight_budget_stops_as_budget_exhausted(tmp_path: Path, 
     assert json.loads(run_coach("status", "--json", check=True).stdout)[0]["spent"] == rec["spent"]
 
 
-def test_dynamic_job_with_a_budget_below_one_mini_epoch_overspends_by_one_at_most(tmp_path: Path,
-                                                                                    coach_home: Path) -> None:
-    # 1e-4 buys ~4 s on (1, 1): less than the first mini-epoch (a cold start, 3-10 s), whose
-    # cost is unknown before it runs; after it, nothing that would not fit is started: the next
-    # one is predicted with the start-up measured, and (2, 1) costs 1.6× (1, 1) per second, so
-    # it does not fit what is left unless the cold start took under 1.6 s (`import mxnet`
-    # alone takes 2-10 s here; counting only the samples, (2, 1) started and overspent)
-    job = write_job(tmp_path / "b.yaml", name="tiny", **dict(FAST_JOB, allocation="dynamic", budget=1e-4))
+def test_a_tiny_dynamic_budget_ends_tuning_and_is_overspent_by_one_epoch_at_most(tmp_path: Path,
+                                                                                  coach_home: Path) -> None:
+    # 1e-4 buys ~4 s on (1, 1), about the first mini-epoch's wall time with its cold start. After
+    # it, nothing that would not fit is started: the next mini-epoch is predicted with the start-up
+    # measured, and (2, 1) costs 1.6x (1, 1) per second, so tuning ends there (counting only the
+    # samples, (2, 1) started and overspent). How many (1, 1) epochs the rest buys depends on the
+    # machine's speed (one on a slow one, ten on a fast one), so the target is out of reach and
+    # the test asserts the rule, not a count: stopped on the budget, over it by one epoch at most.
+    job = write_job(tmp_path / "b.yaml", name="tiny", **dict(FAST_JOB, allocation="dynamic", budget=1e-4,
+                                                             target_loss=0.001))
     proc = run_coach("submit", str(job), "--json")
     assert proc.returncode == 1, proc.stderr
     [rec] = json.loads(proc.stdout)
     assert rec["status"] == "budget_exhausted", rec
     records = _history(rec["job_id"])
-    assert len(records) == 1 and records[0]["phase"] == "tuning", records
-    assert rec["spent"] == pytest.approx(records[0]["cost"])
+    assert [(r["phase"], r["workers"], r["servers"]) for r in records if r["phase"] == "tuning"] == [("tuning", 1, 1)]
+    assert rec["spent"] == pytest.approx(sum(r["cost"] for r in records))
+    assert rec["spent"] <= rec["budget"] + max(r["cost"] for r in records), records
     events = json.loads(run_coach("events", rec["job_id"], "--json", check=True).stdout)
     assert any(e["kind"] == "tuning_skipped" and "of the budget is left" in e["message"] for e in events)
 
