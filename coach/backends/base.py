@@ -17,6 +17,12 @@ class Capacity:
     cpu: float          # cores
     memory_gib: float
     nodes: tuple[tuple[float, float], ...] = ()   # a cluster's room on each node (cores, GiB); () = one machine
+    total: Capacity | None = None   # the same with no other work (a cluster's allocatable); None: this
+
+    @property
+    def whole(self) -> Capacity:
+        """What a job could have once other work leaves: a job that fits only this waits, it does not fail."""
+        return self.total or self
 
 
 @dataclass(frozen=True)

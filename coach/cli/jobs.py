@@ -48,9 +48,11 @@ def _backend(name: str, cpu: float | None, store: Store):
 
 def _check_fits(spec: Any, capacity: Any) -> None:
     """A job whose smallest allocation exceeds the backend's capacity would only be recorded
-    to fail: say so before anything is recorded (exit 2)."""
+    to fail: say so before anything is recorded (exit 2). On a cluster, room that other work
+    holds now is not counted against the job: it waits for that room."""
     from coach.plan import describe_nodes, footprint, functions, packs
 
+    capacity = capacity.whole
     w, s = (spec.workers, spec.servers) if spec.allocation == "static" else (1, 1)
     cpu, mem = footprint(spec.resources, w, s)
     how = "`coach cluster up --nodes/--cpu/--memory`" if capacity.nodes else "--cpu"
@@ -62,7 +64,7 @@ def _check_fits(spec: Any, capacity: Any) -> None:
     smallest = f"its smallest allocation ({w} worker(s), {s} server(s) and a scheduler) needs {cpu:g} cores and {mem:g} GiB"
     if cpu > capacity.cpu + 1e-9 or mem > capacity.memory_gib + 1e-9:
         raise SpecError(spec.source, "", f"{smallest}; the backend has {capacity.cpu:g} "
-                                         f"cores and {capacity.memory_gib:g} GiB free ({how})")
+                                         f"cores and {capacity.memory_gib:g} GiB ({how})")
     if capacity.nodes and not packs(functions(spec.resources, w, s), capacity.nodes):
         raise SpecError(spec.source, "resources", f"{smallest}: that fits the cluster's {capacity.cpu:g} cores in sum "
                                                   f"but cannot be laid out on its {describe_nodes(capacity.nodes)} ({how})")

@@ -79,15 +79,16 @@ def nodes_of(kube: Kube) -> list[tuple[float, float]]:
     return [node_size(n) for n in kube.nodes()]
 
 
-def room_per_node(kube: Kube, but: str) -> list[tuple[float, float]]:
-    """(CPU, GiB) of each node that pods of namespace `but` may use: its allocatable less what
-    the other pods bound to it request."""
-    room = {n["metadata"]["name"]: list(node_size(n)) for n in kube.nodes()}
+def room_per_node(kube: Kube, but: str) -> list[tuple[tuple[float, float], tuple[float, float]]]:
+    """Each node's allocatable (CPU, GiB) and the part of it that pods of namespace `but` may use
+    now: less what the other pods bound to it request."""
+    allocatable = {n["metadata"]["name"]: node_size(n) for n in kube.nodes()}
+    room = {name: list(size) for name, size in allocatable.items()}
     for _, node, cpu, mem in _bound(kube, but):
         if node in room:
             room[node][0] -= cpu
             room[node][1] -= mem
-    return [(max(cpu, 0.0), max(mem, 0.0)) for cpu, mem in room.values()]
+    return [(allocatable[name], (max(cpu, 0.0), max(mem, 0.0))) for name, (cpu, mem) in room.items()]
 
 
 def node_size(node: dict) -> tuple[float, float]:

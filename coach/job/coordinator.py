@@ -58,10 +58,11 @@ class Coordinator:
         self._held: dict[str, _Held] = {}
         self._since: dict[str, float] = {}      # wall time each job first asked: its priority
 
-    def never_fits(self, demand: JobDemand) -> str | None:
+    def never_fits(self, demand: JobDemand, now: bool = False) -> str | None:
         """Why the job's minimum does not fit even the whole capacity (on a cluster: laid out on
-        its nodes), or None if it does."""
-        _, waits = plan_with_waits([demand], self.capacity.cpu, self.capacity.memory_gib, nodes=self.capacity.nodes)
+        its nodes with no other work; `now`: beside the other work there now), or None if it does."""
+        room = self.capacity if now else self.capacity.whole
+        _, waits = plan_with_waits([demand], room.cpu, room.memory_gib, nodes=room.nodes)
         return waits.get(demand.job_id)
 
     def _plan(self, demands: list[JobDemand], cpu: float, memory_gib: float, backfill: bool = False
@@ -175,8 +176,12 @@ class Coordinator:
         free_mem = self.capacity.memory_gib - sum(h.memory_gib for h in running)
         cpu, mem = min_resources(demand)
         wait = expected_wait(cpu, mem, free_cpu, free_mem, running)
+        whole = self.capacity.whole
+        elsewhere = (whole.cpu - self.capacity.cpu, whole.memory_gib - self.capacity.memory_gib)
         return (f"waiting for capacity: needs {cpu:g} cores / {mem:g} GiB, "
                 f"{max(free_cpu, 0):g} cores / {max(free_mem, 0):g} GiB free"
+                + (f"; other work on the cluster holds {elsewhere[0]:g} cores / {elsewhere[1]:g} GiB"
+                   if max(elsewhere) > 1e-9 else "")
                 + ("; a job of another `coach submit` asked first" if queued else "") + "; "
                 + ("expected wait unknown" if wait is None else f"expected wait ~{wait:.0f}s"))
 

@@ -279,8 +279,9 @@ class JobLoop:
         history = self._history()
         first = self._demand([])
         if (why := coord.never_fits(first)) is not None:
+            whole = coord.capacity.whole
             return self._finish("failed", f"the job does not fit the backend's capacity "
-                                f"({coord.capacity.cpu:g} cores, {coord.capacity.memory_gib:g} GiB): {why}")
+                                f"({whole.cpu:g} cores, {whole.memory_gib:g} GiB): {why}")
         if (ended := self._tune(history)) is not None:
             return ended
         epoch = len([r for r in history if r.phase == "training"])
@@ -343,16 +344,16 @@ class JobLoop:
             return None
         # start every function tuning will use at once, so their start-up overlaps the first
         # mini-epoch instead of delaying each later one (scaled-down replicas stay warm)
-        ahead = (max(w for w, _ in configs), max(s for _, s in configs))
-        if coord.never_fits(demand(*ahead)) is not None:   # each fits, but not all of them together
-            ahead = max(configs, key=sum)
-        group = {"scheduler": 1, "server": ahead[1], "worker": ahead[0]}
+        ahead: tuple[int, int] | None = (max(w for w, _ in configs), max(s for _, s in configs))
+        if coord.never_fits(demand(*ahead), now=True) is not None:   # not all together, or not beside other work
+            ahead = max((c for c in configs if coord.never_fits(demand(*c), now=True) is None), key=sum, default=None)
+        group = {"scheduler": 1, "server": ahead[1], "worker": ahead[0]} if ahead else {}
         def no_wait(why: str) -> None:   # waiting for room that the first mini-epoch may not need
             if why:
                 raise BackendError(why)
 
         try:
-            placed = self.run.backend.deploy(self.run.job_id, group, self._placement(), on_wait=no_wait)
+            placed = self.run.backend.deploy(self.run.job_id, group, self._placement(), on_wait=no_wait) if group else None
             if placed:
                 self._event("placed", f"ahead of tuning: {placed}")
         except BackendError as e:   # only a head start: each epoch deploys what it needs, with retries
@@ -374,6 +375,9 @@ class JobLoop:
                 break
             if (why := _known_not_to_help(history, w, s)) is not None:
                 self._event("tuning_skipped", f"({w}, {s}): {why}")
+                continue
+            if i > 0 and (why := coord.never_fits(demand(w, s), now=True)) is not None:   # not when Coach's jobs leave
+                self._event("tuning_skipped", f"({w}, {s}): other work on the cluster holds the room it needs: {why}")
                 continue
             # a mini-epoch lasts about as long as the previous one: others' expected wait
             alloc = coord.acquire(demand(w, s), self._waiting, timeout_s=None if i == 0 else TUNING_WAIT_S,

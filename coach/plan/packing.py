@@ -9,7 +9,9 @@ can be laid out on the nodes.
 
 First-fit decreasing in two dimensions (cores first, then GiB): the largest function goes
 first, each to the first node with room for it. It may refuse a layout that only a search
-would find; the schedulers place pod by pod and search no more than this.
+would find; the schedulers place pod by pod and search no more than this. The cluster backend
+creates a group's pods in the same order, largest first, so that a scheduler placing them as
+they come fills a node with a big function before small ones are spread over every node.
 """
 
 from __future__ import annotations

@@ -209,6 +209,53 @@ def test_room_that_other_work_takes_after_the_start_is_waited_for(workload: Work
         backend.close()
 
 
+
+def test_a_job_submitted_while_other_work_holds_the_room_waits_for_it(workload: Workload, coach_home: Path,
+                                                                    tmp_path: Path) -> None:
+    """Room that other namespaces' pods hold when a job is submitted is waited for: the job is
+    recorded, says what holds the room, and trains once that work leaves. Counting only the
+    room left, `coach submit` refused it (exit 2: "no node has room" for one server) although the
+    cluster fits it, and told the user to reshape the cluster."""
+    workload.submit([{**job_pod("web", i, "worker", 1, "default-scheduler", cpu="3800m", name=f"web-{i}"),
+                      "metadata": {"name": f"web-{i}", "namespace": "coach-test"}} for i in range(2)])
+    wait_for(lambda: all(p["spec"].get("nodeName") for p in workload.pods()), 30, "the other work to be bound")
+    job = write_job(tmp_path / "job.yaml", **dict(FAST_JOB, name="patient", scheduler="gang"))
+    proc = subprocess.Popen([*COACH, "submit", str(job), "--backend", "cluster", "--json"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    try:
+        def waiting() -> bool:
+            assert proc.poll() is None, proc.communicate()
+            jobs = json.loads(run_coach("status", "--json", check=True).stdout)
+            return bool(jobs) and "other work on the cluster holds 7.6 cores / 2 GiB" in jobs[0]["message"]
+        wait_for(waiting, 60, "the job to say what it waits for")
+        workload.kube.delete_pods("coach-test")
+        out, err = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    [rec] = json.loads(out)
+    assert rec["status"] == "succeeded", rec
+    assert not workload.kube.pods(NAMESPACE)
+
+
+def test_a_group_is_created_largest_first(workload: Workload) -> None:
+    """A scheduler places pods in the order they come, and the default one puts each on the least
+    allocated node. With 0.5 cores left on each node, (1, 1) fits only with its 0.5-core worker
+    alone on a node. Created scheduler first, the server went to the other node and the worker
+    fitted nowhere: "placed 2 of the 3 pods and no more" on every retry, and the job failed."""
+    workload.submit([{**job_pod("web", i, "worker", 1, "default-scheduler", cpu="3500m", name=f"web-{i}"),
+                      "metadata": {"name": f"web-{i}", "namespace": "coach-test"}} for i in range(2)])
+    wait_for(lambda: all(p["spec"].get("nodeName") for p in workload.pods()), 30, "the other work to be bound")
+    backend = ClusterBackend(workload.kube, place_timeout_s=8)
+    try:
+        placed = backend.deploy("order", {"scheduler": 1, "server": 1, "worker": 1}, PLACEMENT)
+        assert placed and placed.startswith("3 pod(s) placed by default-scheduler"), placed
+        node = {p["metadata"]["labels"]["coach.io/role"]: p["spec"]["nodeName"]
+                for p in workload.kube.pods(NAMESPACE, "coach.io/job=order")}
+        assert node["worker"] != node["server"] == node["scheduler"], node
+    finally:
+        backend.close()
+
 # on the test session's 2 nodes × 4 CPU: (1, 1) fits, but a third function of 2.5 cores fits on no node
 SPLIT = {"worker": {"cpu": 2.5}, "server": {"cpu": 2.5}}
 

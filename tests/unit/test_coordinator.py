@@ -58,6 +58,18 @@ def test_a_minimum_larger_than_the_capacity_is_detected() -> None:
     assert Coordinator(Capacity(cpu=2.0, memory_gib=8)).never_fits(demand("big")) is None
 
 
+def test_room_other_work_holds_is_waited_for_not_refused() -> None:
+    """A cluster's room less what other namespaces hold: a minimum that fits only once that work
+    leaves waits, saying what the other work holds; one that never fits the whole is refused."""
+    busy = Capacity(cpu=0.5, memory_gib=6, total=Capacity(cpu=2.0, memory_gib=8))
+    coord = Coordinator(busy)
+    assert coord.never_fits(demand("a")) is None
+    told: list[str] = []
+    assert coord.acquire(demand("a"), told.append, timeout_s=0.2) is None
+    assert told and "other work on the cluster holds 1.5 cores / 2 GiB; expected wait unknown" in told[-1], told
+    assert Coordinator(Capacity(cpu=0.5, memory_gib=6, total=Capacity(cpu=0.5, memory_gib=8))).never_fits(demand("a"))
+
+
 # -- leases: jobs of other `coach submit` processes on the same state store ------------------
 # The other process is real: tests/unit/lease_process.py takes and drops leases through the
 # same Store API as a `coach submit` would, on commands over its stdin.

@@ -68,10 +68,11 @@ class ClusterBackend(LocalBackend):
             room = self._room()
         except ClusterError as e:
             raise BackendError(str(e)) from None
-        if room.cpu <= 0 or room.memory_gib <= 0:
-            raise BackendError(f"the cluster has no room: {len(room.nodes)} node(s), {room.cpu:g} CPU and "
-                               f"{room.memory_gib:g} GiB not held by other work")
-        super().__init__(cpu=room.cpu, memory_gib=room.memory_gib, functions_dir=functions_dir, log_dir=log_dir)
+        whole = room.whole   # room that other work holds now is waited for; a cluster with none at all is an error
+        if whole.cpu <= 0 or whole.memory_gib <= 0:
+            raise BackendError(f"the cluster has no room: {len(whole.nodes)} node(s) with {whole.cpu:g} CPU and "
+                               f"{whole.memory_gib:g} GiB allocatable in all")
+        super().__init__(cpu=whole.cpu, memory_gib=whole.memory_gib, functions_dir=functions_dir, log_dir=log_dir)
         self.capacity = room
         for role in ROLES:   # a pod must name its container's image
             if not self._function_config(role)["spec"].get("image"):
@@ -81,7 +82,11 @@ class ClusterBackend(LocalBackend):
     # -- capacity --------------------------------------------------------------------------
     def _room(self) -> Capacity:
         nodes = room_per_node(self.kube, but=NAMESPACE)
-        return Capacity(cpu=sum(c for c, _ in nodes), memory_gib=sum(m for _, m in nodes), nodes=tuple(nodes))
+        allocatable, room = tuple(a for a, _ in nodes), tuple(r for _, r in nodes)
+
+        def capacity(nodes: tuple[tuple[float, float], ...], total: Capacity | None = None) -> Capacity:
+            return Capacity(cpu=sum(c for c, _ in nodes), memory_gib=sum(m for _, m in nodes), nodes=nodes, total=total)
+        return capacity(room, total=capacity(allocatable))
 
     @property
     def capacity(self) -> Capacity:
@@ -201,8 +206,13 @@ class ClusterBackend(LocalBackend):
                         self._patch(pod, {"metadata": {"annotations": {MIN_GROUP: str(size)}}})
             self._created.add(job_id)
             t0 = time.monotonic()
+            # largest first, as the planner's packing lays them out: a scheduler places pods in the
+            # order they come, and the default one spreads them; created scheduler first, a worker
+            # that needs a node's whole room found the server already there
+            largest_first = sorted(ROLES, key=lambda r: (placement.cpu.get(r, 0.0), placement.memory_gib.get(r, 0.0)),
+                                   reverse=True)
             new = [self.kube.create_pod(self._pod(job_id, role, size, placement))["metadata"]["name"]
-                   for role in ROLES for _ in range(group.get(role, 0) - len(pods[role]))]
+                   for role in largest_first for _ in range(group.get(role, 0) - len(pods[role]))]
             try:
                 bound = self._await_binding(job_id, scheduler, size, on_wait or (lambda _: None))
             except BaseException:   # on_wait gave up, Ctrl-C: no pod of a group given up may keep room
