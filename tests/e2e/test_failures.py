@@ -17,7 +17,9 @@ from tests.conftest import COACH, ROOT, run_coach, write_job
 
 pytestmark = pytest.mark.slow
 
-JOB = dict(name="victim", model="mlp", dataset={"name": "synthetic", "samples": 15000}, target_loss=0.3,
+# 60 000 samples: an epoch of about 5 s on a quiet machine (with 15 000 it took 1.4 s, and the kill
+# 1.5 s after the role process appeared found it gone)
+JOB = dict(name="victim", model="mlp", dataset={"name": "synthetic", "samples": 60000}, target_loss=0.3,
            budget=1.0, batch_size=32, learning_rate=0.05, allocation="static", workers=2, servers=1,
            max_workers=2, max_epochs=10, max_retries=2)
 
