@@ -54,6 +54,8 @@ class Invocation:
 class Backend(Protocol):
     name: str
     capacity: Capacity   # may change while jobs run (a cluster's room as other work comes and goes): read it again
+    keep_warm: bool      # replicas scaled away stay ready on their own, holding no capacity (local processes);
+                         # False: one is gone when scaled away, and one kept holds its room (a pod)
 
     def deploy(self, job_id: str, group: Mapping[str, int], placement: Placement = Placement(),
                on_wait: Callable[[str], None] | None = None) -> str | None:

@@ -360,8 +360,12 @@ class JobLoop:
             self._event("deploy_failed", f"starting {group['server']} server(s) and {group['worker']} worker(s) "
                         f"ahead of tuning: {e}; each mini-epoch starts what it needs")
             group = {}
-        # a placed head start is kept until tuning ends (`keep`): on a cluster a function scaled
-        # down is a pod deleted, and growing again a cold start (about 2 s per mini-epoch for mlp-digits)
+        # a placed head start is kept until tuning ends (`keep`) unless the backend keeps scaled-down
+        # replicas warm itself: on a cluster a function scaled down is a pod deleted, and growing
+        # again a cold start (about 2 s per mini-epoch for mlp-digits). Kept pods hold room, so each
+        # mini-epoch's lease counts them, or they go when that lease is not free now.
+        if self.run.backend.keep_warm:
+            group = {}
         for i, (w, s) in enumerate(configs):
             if self._stop_requested():
                 return self._finish("stopped", "stopped by request during tuning")
@@ -380,9 +384,13 @@ class JobLoop:
                 self._event("tuning_skipped", f"({w}, {s}): other work on the cluster holds the room it needs: {why}")
                 continue
             # a mini-epoch lasts about as long as the previous one: others' expected wait
-            alloc = coord.acquire(demand(w, s), self._waiting, timeout_s=None if i == 0 else TUNING_WAIT_S,
-                                  should_stop=self._stop_requested,
-                                  epoch_s=lambda w, s: history[-1].duration_s if history else None)
+            last_s = lambda w, s: history[-1].duration_s if history else None
+            held, alloc = (max(w, group.get("worker", 0)), max(s, group.get("server", 0))), None
+            if held != (w, s) and (alloc := coord.acquire(demand(*held), timeout_s=0, epoch_s=last_s)) is None:
+                group = {}   # the kept functions do not fit beside other jobs' work now: they go
+            if alloc is None:
+                alloc = coord.acquire(demand(w, s), self._waiting, timeout_s=None if i == 0 else TUNING_WAIT_S,
+                                      should_stop=self._stop_requested, epoch_s=last_s)
             if alloc is None and self._stop_requested():
                 return self._finish("stopped", "stopped by request during tuning")
             if alloc is None:

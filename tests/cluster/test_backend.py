@@ -256,6 +256,39 @@ def test_a_group_is_created_largest_first(workload: Workload) -> None:
     finally:
         backend.close()
 
+
+def test_tunings_kept_pods_count_in_its_lease(workload: Workload, coach_home: Path, tmp_path: Path) -> None:
+    """Tuning keeps its head start's pods until it ends, and a kept pod holds its node's room: each
+    mini-epoch's lease (what other jobs are told is taken) covers every pod the job has then.
+    Before, a (1, 1) mini-epoch leased 0.85 cores while its kept (2, 2) group held 1.6, and another
+    job granted the difference waited on the cluster. The lease is read from the state store at
+    each deploy of the real backend (a subclass that only records)."""
+    from coach.job.submit import register, run_jobs
+    from coach.plan import footprint
+    from coach.spec import parse_spec
+    from coach.state.store import Store
+
+    store = Store()
+    seen: list[tuple[dict, float | None]] = []
+
+    class Recording(ClusterBackend):
+        def deploy(self, job_id, group, placement=Placement(), on_wait=None):  # type: ignore[no-untyped-def]
+            seen.append((dict(group), next((l.cpu for l in store.leases() if l.job_id == job_id), None)))
+            return super().deploy(job_id, group, placement, on_wait)
+
+    spec = parse_spec(dict(FAST_JOB, name="kept", scheduler="gang"), str(tmp_path / "job.yaml"))
+    job_id = register(spec, store)
+    backend = Recording(workload.kube)
+    try:
+        assert run_jobs({job_id: spec}, backend, store)[job_id] == "succeeded", store.job(job_id).message
+    finally:
+        backend.close()
+    head, later = seen[0][0], seen[1:]
+    assert head == {"scheduler": 1, "server": 2, "worker": 2} and any(g == head for g, _ in later), seen
+    for group, lease in later:   # the head start alone comes before any lease
+        cpu = footprint(spec.resources, group["worker"], group["server"])[0]
+        assert lease is not None and lease >= cpu - 1e-9, (group, lease, seen)
+
 # on the test session's 2 nodes × 4 CPU: (1, 1) fits, but a third function of 2.5 cores fits on no node
 SPLIT = {"worker": {"cpu": 2.5}, "server": {"cpu": 2.5}}
 
