@@ -138,10 +138,10 @@ def test_a_job_stopped_during_tuning_resumes_the_tuning(tmp_path: Path, coach_ho
     # it went straight to training on what one mini-epoch had measured
     job = write_job(tmp_path / "t.yaml", name="t", **dict(FAST_JOB, allocation="dynamic"))
     proc, job_id = _submit_until(job, lambda j: j["status"] == "tuning")
-    run_coach("stop", job_id, check=True)        # mini-epochs take 1-3 s: it lands in the first or second
+    run_coach("stop", job_id, check=True)   # the first mini-epoch's cold start takes 3 s or more, the others 0.5-3 s
     proc.communicate(timeout=300)
     before = json.loads(run_coach("history", job_id, "--json", check=True).stdout)
-    assert [r["phase"] for r in before] in (["tuning"], ["tuning", "tuning"]), before
+    assert 1 <= len(before) <= 3 and all(r["phase"] == "tuning" for r in before), before   # of 4 configurations
     again = run_coach("resume", job_id, "--json")
     assert again.returncode == 0, again.stderr
     after = json.loads(run_coach("history", job_id, "--json", check=True).stdout)
