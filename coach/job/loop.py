@@ -347,6 +347,11 @@ class JobLoop:
         ahead: tuple[int, int] | None = (max(w for w, _ in configs), max(s for _, s in configs))
         if coord.never_fits(demand(*ahead), now=True) is not None:   # not all together, or not beside other work
             ahead = max((c for c in configs if coord.never_fits(demand(*c), now=True) is None), key=sum, default=None)
+        # where scaled-down functions are gone (a cluster's pods), the head start is kept until tuning
+        # ends and holds its room: leased from the start, so other jobs are not granted that room
+        kept = not self.run.backend.keep_warm
+        if ahead and kept and coord.acquire(demand(*ahead), timeout_s=0) is None:
+            ahead = None   # other jobs hold that room now: each mini-epoch asks for what it needs
         group = {"scheduler": 1, "server": ahead[1], "worker": ahead[0]} if ahead else {}
         def no_wait(why: str) -> None:   # waiting for room that the first mini-epoch may not need
             if why:
@@ -360,11 +365,10 @@ class JobLoop:
             self._event("deploy_failed", f"starting {group['server']} server(s) and {group['worker']} worker(s) "
                         f"ahead of tuning: {e}; each mini-epoch starts what it needs")
             group = {}
-        # a placed head start is kept until tuning ends (`keep`) unless the backend keeps scaled-down
-        # replicas warm itself: on a cluster a function scaled down is a pod deleted, and growing
-        # again a cold start (about 2 s per mini-epoch for mlp-digits). Kept pods hold room, so each
-        # mini-epoch's lease counts them, or they go when that lease is not free now.
-        if self.run.backend.keep_warm:
+        # kept (`keep`): on a cluster a function scaled down is a pod deleted, and growing again a cold
+        # start (about 2 s per mini-epoch for mlp-digits); each mini-epoch's lease counts the kept
+        # pods, or they go when that lease is not free now. The local backend keeps replicas warm itself.
+        if not kept:
             group = {}
         for i, (w, s) in enumerate(configs):
             if self._stop_requested():

@@ -261,7 +261,7 @@ def test_tunings_kept_pods_count_in_its_lease(workload: Workload, coach_home: Pa
     """Tuning keeps its head start's pods until it ends, and a kept pod holds its node's room: each
     mini-epoch's lease (what other jobs are told is taken) covers every pod the job has then.
     Before, a (1, 1) mini-epoch leased 0.85 cores while its kept (2, 2) group held 1.6, and another
-    job granted the difference waited on the cluster. The lease is read from the state store at
+    job granted the difference waited on the cluster; the head start itself was placed unleased. The lease is read from the state store at
     each deploy of the real backend (a subclass that only records)."""
     from coach.job.submit import register, run_jobs
     from coach.plan import footprint
@@ -283,9 +283,9 @@ def test_tunings_kept_pods_count_in_its_lease(workload: Workload, coach_home: Pa
         assert run_jobs({job_id: spec}, backend, store)[job_id] == "succeeded", store.job(job_id).message
     finally:
         backend.close()
-    head, later = seen[0][0], seen[1:]
-    assert head == {"scheduler": 1, "server": 2, "worker": 2} and any(g == head for g, _ in later), seen
-    for group, lease in later:   # the head start alone comes before any lease
+    head = seen[0][0]
+    assert head == {"scheduler": 1, "server": 2, "worker": 2} and any(g == head for g, _ in seen[1:]), seen
+    for group, lease in seen:   # the head start's included: before, it was placed with no lease at all
         cpu = footprint(spec.resources, group["worker"], group["server"])[0]
         assert lease is not None and lease >= cpu - 1e-9, (group, lease, seen)
 
