@@ -38,6 +38,14 @@ def scheduled_by(kube: Kube, job_id: str) -> list[str]:
             if e.get("reason") == "Scheduled" and e["regarding"]["name"].startswith(f"{job_id}-")]
 
 
+
+def hold_room(workload: Workload, cpu: str) -> None:
+    """Other work: a pod requesting `cpu` bound on each of the 2 nodes, in another namespace and
+    with none of Coach's labels."""
+    workload.submit([{**job_pod("web", i, "worker", 1, "default-scheduler", cpu=cpu),
+                      "metadata": {"name": f"web-{i}", "namespace": "coach-test"}} for i in range(2)])
+    wait_for(lambda: all(p["spec"].get("nodeName") for p in workload.pods()), 30, "the other work to be bound")
+
 @pytest.mark.parametrize("scheduler, name", [("gang", "coach-gang"), ("default", "default-scheduler")])
 def test_a_job_trains_on_pods_its_scheduler_placed(workload: Workload, coach_home: Path, tmp_path: Path,
                                                    scheduler: str, name: str) -> None:
@@ -195,9 +203,7 @@ def test_room_that_other_work_takes_after_the_start_is_waited_for(workload: Work
     demand = JobDemand(job_id="late", speed=None, remaining_epochs=None, samples_per_epoch=1000.0)
     try:
         assert backend.capacity.nodes == ((4.0, 8.0), (4.0, 8.0))
-        workload.submit([{**job_pod("web", i, "worker", 1, "default-scheduler", cpu="3800m", name=f"web-{i}"),
-                          "metadata": {"name": f"web-{i}", "namespace": "coach-test"}} for i in range(2)])
-        wait_for(lambda: all(p["spec"].get("nodeName") for p in workload.pods()), 30, "the other work to be bound")
+        hold_room(workload, "3800m")
         time.sleep(REFRESH_S)   # the room read at the start is that old now
         told: list[str] = []
         assert coordinator.acquire(demand, told.append, timeout_s=REFRESH_S + 3) is None   # a 0.5-core worker fits nowhere
@@ -216,9 +222,7 @@ def test_a_job_submitted_while_other_work_holds_the_room_waits_for_it(workload: 
     recorded, says what holds the room, and trains once that work leaves. Counting only the
     room left, `coach submit` refused it (exit 2: "no node has room" for one server) although the
     cluster fits it, and told the user to reshape the cluster."""
-    workload.submit([{**job_pod("web", i, "worker", 1, "default-scheduler", cpu="3800m", name=f"web-{i}"),
-                      "metadata": {"name": f"web-{i}", "namespace": "coach-test"}} for i in range(2)])
-    wait_for(lambda: all(p["spec"].get("nodeName") for p in workload.pods()), 30, "the other work to be bound")
+    hold_room(workload, "3800m")
     job = write_job(tmp_path / "job.yaml", **dict(FAST_JOB, name="patient", scheduler="gang"))
     proc = subprocess.Popen([*COACH, "submit", str(job), "--backend", "cluster", "--json"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
@@ -243,9 +247,7 @@ def test_a_group_is_created_largest_first(workload: Workload) -> None:
     allocated node. With 0.5 cores left on each node, (1, 1) fits only with its 0.5-core worker
     alone on a node. Created scheduler first, the server went to the other node and the worker
     fitted nowhere: "placed 2 of the 3 pods and no more" on every retry, and the job failed."""
-    workload.submit([{**job_pod("web", i, "worker", 1, "default-scheduler", cpu="3500m", name=f"web-{i}"),
-                      "metadata": {"name": f"web-{i}", "namespace": "coach-test"}} for i in range(2)])
-    wait_for(lambda: all(p["spec"].get("nodeName") for p in workload.pods()), 30, "the other work to be bound")
+    hold_room(workload, "3500m")
     backend = ClusterBackend(workload.kube, place_timeout_s=8)
     try:
         placed = backend.deploy("order", {"scheduler": 1, "server": 1, "worker": 1}, PLACEMENT)
