@@ -365,11 +365,10 @@ class JobLoop:
             self._event("deploy_failed", f"starting {group['server']} server(s) and {group['worker']} worker(s) "
                         f"ahead of tuning: {e}; each mini-epoch starts what it needs")
             group = {}
-        # kept (`keep`): on a cluster a function scaled down is a pod deleted, and growing again a cold
-        # start (about 2 s per mini-epoch for mlp-digits); each mini-epoch's lease counts the kept
-        # pods, or they go when that lease is not free now. The local backend keeps replicas warm itself.
-        if not kept:
-            group = {}
+        # kept: on a cluster a function scaled down is a pod deleted, and growing again a cold start
+        # (about 2 s per mini-epoch for mlp-digits); each mini-epoch's lease counts the kept pods, or
+        # they go when that lease is not free now. The local backend keeps replicas warm itself.
+        keep = group if kept else {}
         for i, (w, s) in enumerate(configs):
             if self._stop_requested():
                 return self._finish("stopped", "stopped by request during tuning")
@@ -389,9 +388,9 @@ class JobLoop:
                 continue
             # a mini-epoch lasts about as long as the previous one: others' expected wait
             last_s = lambda w, s: history[-1].duration_s if history else None
-            held, alloc = (max(w, group.get("worker", 0)), max(s, group.get("server", 0))), None
+            held, alloc = (max(w, keep.get("worker", 0)), max(s, keep.get("server", 0))), None
             if held != (w, s) and (alloc := coord.acquire(demand(*held), timeout_s=0, epoch_s=last_s)) is None:
-                group = {}   # the kept functions do not fit beside other jobs' work now: they go
+                keep = {}   # the kept functions do not fit beside other jobs' work now: they go
             if alloc is None:
                 alloc = coord.acquire(demand(w, s), self._waiting, timeout_s=None if i == 0 else TUNING_WAIT_S,
                                       should_stop=self._stop_requested, epoch_s=last_s)
@@ -403,7 +402,7 @@ class JobLoop:
             try:
                 # numbered as run (a skipped configuration leaves no gap in `coach history`)
                 history.append(self._execute("tuning", len(history) + 1, w, s, spec.tuning_samples, history,
-                                             keep=group))
+                                             keep=keep))
             finally:
                 coord.release(self.run.job_id)
         return None

@@ -49,6 +49,11 @@ def _serial(pod: Obj) -> int:
     return int(tail) if tail.isdigit() else -1
 
 
+def _on_nodes(nodes: list[tuple[float, float]], total: Capacity | None = None) -> Capacity:
+    """The capacity of these nodes' (cores, GiB), summed and node by node."""
+    return Capacity(cpu=sum(c for c, _ in nodes), memory_gib=sum(m for _, m in nodes), nodes=tuple(nodes), total=total)
+
+
 class ClusterBackend(LocalBackend):
     """The local backend's processors, started only for pods a cluster scheduler has bound."""
 
@@ -82,11 +87,7 @@ class ClusterBackend(LocalBackend):
     # -- capacity --------------------------------------------------------------------------
     def _room(self) -> Capacity:
         nodes = room_per_node(self.kube, but=NAMESPACE)
-        allocatable, room = tuple(a for a, _ in nodes), tuple(r for _, r in nodes)
-
-        def capacity(nodes: tuple[tuple[float, float], ...], total: Capacity | None = None) -> Capacity:
-            return Capacity(cpu=sum(c for c, _ in nodes), memory_gib=sum(m for _, m in nodes), nodes=nodes, total=total)
-        return capacity(room, total=capacity(allocatable))
+        return _on_nodes([r for _, r in nodes], total=_on_nodes([a for a, _ in nodes]))
 
     @property
     def capacity(self) -> Capacity:
