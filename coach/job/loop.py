@@ -29,7 +29,7 @@ from coach.estimate.cost import epoch_cost
 from coach.job.coordinator import Coordinator
 from coach.job.earlier import NONE_FOUND, describe, find_earlier
 from coach.job.epoch import EpochOutcome, EpochPlan, EpochRunner
-from coach.plan import JobDemand
+from coach.plan import Allocation, JobDemand
 from coach.spec import JobSpec
 from coach.state.records import EpochRecord
 from coach.state.store import Store
@@ -254,8 +254,10 @@ class JobLoop:
             self._event("internal_error", traceback.format_exc())
             return self._finish("failed", f"internal error: {type(e).__name__}: {e} (details: coach events {jid})")
         finally:
-            self.run.coordinator.release(jid, done=True)
-            self.run.backend.teardown(jid)
+            try:
+                self.run.backend.teardown(jid)
+            finally:   # the functions go first: their room is not handed out while they hold it
+                self.run.coordinator.release(jid, done=True)
 
     def _budget_left(self) -> float:
         return self.spec.budget - self.store.job(self.run.job_id).spent
@@ -299,7 +301,7 @@ class JobLoop:
             if left <= 0:
                 return self._budget_exhausted(left)
             demand = self._demand(history)
-            alloc = coord.acquire(demand, self._waiting, should_stop=self._stop_requested,
+            alloc = self._acquire(demand, should_stop=self._stop_requested,
                                   epoch_s=lambda w, s: self._epoch_seconds(history, demand.speed, w, s))
             if alloc is None:
                 return self._finish("stopped", f"stopped by request while waiting for capacity (epoch {epoch})")
@@ -314,8 +316,8 @@ class JobLoop:
                 epoch += 1
                 history.append(self._execute("training", epoch, alloc.workers, alloc.servers, None, history))
             finally:
-                coord.release(self.run.job_id)
-            last = history[-1]   # predicted with the cores released: other jobs need not wait for a fit
+                self._epoch_over()
+            last = history[-1]   # predicted with the cores released (where functions give them back)
             self._update_eta(history, alloc.workers, alloc.servers, val_loss=last.val_loss,
                              val_epoch=f"training {last.epoch}")
 
@@ -391,8 +393,9 @@ class JobLoop:
             held, alloc = (max(w, keep.get("worker", 0)), max(s, keep.get("server", 0))), None
             if held != (w, s) and (alloc := coord.acquire(demand(*held), timeout_s=0, epoch_s=last_s)) is None:
                 keep = {}   # the kept functions do not fit beside other jobs' work now: they go
+                self._let_go()
             if alloc is None:
-                alloc = coord.acquire(demand(w, s), self._waiting, timeout_s=None if i == 0 else TUNING_WAIT_S,
+                alloc = self._acquire(demand(w, s), timeout_s=None if i == 0 else TUNING_WAIT_S,
                                       should_stop=self._stop_requested, epoch_s=last_s)
             if alloc is None and self._stop_requested():
                 return self._finish("stopped", "stopped by request during tuning")
@@ -404,8 +407,36 @@ class JobLoop:
                 history.append(self._execute("tuning", len(history) + 1, w, s, spec.tuning_samples, history,
                                              keep=keep))
             finally:
-                coord.release(self.run.job_id)
+                self._epoch_over()
         return None
+
+    # -- capacity --------------------------------------------------------------------------
+    def _acquire(self, demand: JobDemand, **wait: Any) -> Allocation | None:
+        """The coordinator's grant for an epoch. Where functions hold their room between epochs
+        (a cluster's pods: `keep_warm` False) the job keeps its lease as long as they stand: it
+        first asks without waiting, and if it must wait, its functions go before its lease does.
+        Given back at an epoch's end with the pods still bound, the lease let the coordinator
+        grant their room to another job, whose pods then waited on the cluster while this job
+        waited in the coordinator for that job's lease."""
+        coord = self.run.coordinator
+        if coord.holds(self.run.job_id):
+            alloc = coord.acquire(demand, timeout_s=0, epoch_s=wait.get("epoch_s", lambda w, s: None))
+            if alloc is not None:
+                return alloc
+            self._let_go()
+        return coord.acquire(demand, self._waiting, **wait)
+
+    def _let_go(self) -> None:
+        """Give back what the job holds between epochs: its functions, then their lease."""
+        if self.run.coordinator.holds(self.run.job_id):
+            self.run.backend.teardown(self.run.job_id)
+            self.run.coordinator.release(self.run.job_id)
+
+    def _epoch_over(self) -> None:
+        """Replicas that stay warm on their own hold nothing once an epoch ends (local processes);
+        a cluster's pods stay until the next epoch's deploy: their lease stays with them."""
+        if self.run.backend.keep_warm:
+            self.run.coordinator.release(self.run.job_id)
 
     def _budget_exhausted(self, left: float, predicted: float | None = None) -> str:
         job = self.store.job(self.run.job_id)

@@ -339,3 +339,39 @@ def test_no_control_plane_is_a_message(coach_home: Path, tmp_path: Path, monkeyp
     assert proc.returncode == 1 and "no local control plane is running: start one with `coach cluster up`" \
         in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# on the test session's 2 nodes × 4 CPU one (1, 1) group takes 7.1 cores: two such jobs take turns
+WHOLE = {"worker": {"cpu": 3.5}, "server": {"cpu": 3.5}}
+
+
+@pytest.mark.parametrize("scheduler", ["gang", "default"])
+def test_pods_kept_between_epochs_keep_their_lease(workload: Workload, coach_home: Path, tmp_path: Path,
+                                                   scheduler: str) -> None:
+    """A job's pods stay between its epochs, and so does their room: the job keeps its lease until
+    it lets them go. Two jobs that each need the whole cluster take turns; the one that must wait
+    deletes its pods before it gives back its lease. Before, the lease was given back at each
+    epoch's end with the pods still bound: the other job was granted their room, its pods waited on
+    the cluster, and the first job waited in the coordinator for the second's lease — a deadlock
+    until the group's placement timed out (here 20 s), then a retry."""
+    from coach.job.submit import register, run_jobs
+    from coach.spec import parse_spec
+    from coach.state.store import Store
+
+    store = Store()
+    fields = dict(FAST_JOB, scheduler=scheduler, resources=WHOLE, allocation="static", workers=1, servers=1,
+                  max_epochs=3, target_loss=0.01)
+    specs = {}
+    for name in ("turn-a", "turn-b"):
+        spec = parse_spec(dict(fields, name=name), str(tmp_path / f"{name}.yaml"))
+        specs[register(spec, store)] = spec
+    backend = ClusterBackend(workload.kube, place_timeout_s=20, wait_timeout_s=20)
+    try:
+        statuses = run_jobs(specs, backend, store)
+    finally:
+        backend.close()
+    for job_id in specs:
+        events = [(e["kind"], e["message"]) for e in store.events(job_id)]
+        assert statuses[job_id] == "max_epochs", (store.job(job_id).message, events)
+        assert not any(kind in ("retry", "epoch_failed") for kind, _ in events), events
+    assert not workload.kube.pods(NAMESPACE)

@@ -45,6 +45,30 @@ def test_second_job_waits_with_a_reason_and_expected_wait_then_runs() -> None:
     assert got and (got[0].workers, got[0].servers) == (1, 1)
 
 
+def test_a_job_holding_a_lease_does_not_take_back_room_a_waiting_job_needs() -> None:
+    """A cluster job keeps its lease between epochs: its pods still hold the room. Asking again,
+    it gets what is free, but not room that a job waiting since before needs; refused, it still
+    holds what it had (its pods are there until it deletes them), and it may not wait while
+    holding: it would wait for room it holds itself."""
+    coord = Coordinator(Capacity(cpu=1.0, memory_gib=8))
+    assert coord.acquire(demand("a")) is not None
+    assert coord.acquire(demand("a"), timeout_s=0) is not None and coord.holds("a")   # no one waits: a grant
+    waiting, got = threading.Event(), []
+    t = threading.Thread(target=lambda: got.append(coord.acquire(demand("b"), lambda why: waiting.set())))
+    t.start()
+    assert waiting.wait(5)
+    assert coord.acquire(demand("a"), timeout_s=0) is None, "b waits since before: a may not take the room back"
+    assert coord.holds("a") and not got
+    with pytest.raises(ValueError, match="holds a lease"):
+        coord.acquire(demand("a"), timeout_s=1)
+    reasons: list[str] = []
+    assert coord.acquire(demand("c"), reasons.append, timeout_s=0.2) is None
+    assert reasons and "; 1 job(s) waiting since before it go first;" in reasons[0], reasons
+    coord.release("a")   # its pods deleted: the lease goes, and b gets the room
+    t.join(5)
+    assert got and got[0] is not None and coord.holds("b") and not coord.holds("a")
+
+
 def test_static_allocation_is_exact_or_waits() -> None:
     coord = Coordinator(Capacity(cpu=2.0, memory_gib=8))
     g = coord.acquire(demand("s", static=(2, 2)))
