@@ -11,9 +11,9 @@ COACH_HOME) take part: every job publishes its demand (speed model, epochs left,
 in the store, so each process plans over all jobs and they agree on the shares; every
 grant is a lease in the store, so two submits in two terminals do not oversubscribe the
 machine; and a job waiting for cores is queued in the store so that a job of another
-process which releases its cores between epochs cannot take them straight back (and here,
-for this run's jobs). A job whose functions hold room between epochs (a cluster's pods) keeps
-its lease meanwhile and asks again without waiting; the coordinator never sees the pods.
+process which releases its cores between epochs cannot take them straight back. A job whose
+functions hold room between epochs (a cluster's pods) keeps its lease meanwhile and asks again
+without waiting; the coordinator never sees the pods.
 """
 
 from __future__ import annotations
@@ -59,7 +59,6 @@ class Coordinator:
         self._demands: dict[str, JobDemand] = {}
         self._held: dict[str, _Held] = {}
         self._since: dict[str, float] = {}      # wall time each job first asked: its priority
-        self._queue: dict[str, tuple[float, float, float]] = {}   # waiting jobs: (asked at, cores, GiB needed)
 
     def never_fits(self, demand: JobDemand, now: bool = False) -> str | None:
         """Why the job's minimum does not fit even the whole capacity (on a cluster: laid out on
@@ -85,12 +84,10 @@ class Coordinator:
 
         A grant replaces what the job held. A job that holds a lease may only ask without waiting
         (`timeout_s=0`), and keeps what it holds if it is refused: that room may still be taken
-        by its functions (a cluster's pods), so the caller lets them go before the lease. Room
-        that a job waiting since before this ask needs is not free to it, in this process as
-        in the state store: a job that asks again between epochs does not take back room another
-        job waits for. `epoch_s(w, s)` predicts how long the granted epoch will hold its capacity,
-        so that jobs waiting meanwhile can be told when it frees up. `on_wait`, `should_stop` and
-        the state store are called without the lock held.
+        by its functions (a cluster's pods), so the caller lets them go before the lease.
+        `epoch_s(w, s)` predicts how long the granted epoch will hold its capacity, so that jobs
+        waiting meanwhile can be told when it frees up. `on_wait`, `should_stop` and the state
+        store are called without the lock held.
         """
         job_id = demand.job_id
         start, asked_at = time.monotonic(), time.time()
@@ -106,15 +103,15 @@ class Coordinator:
             others = self._others()
             with self._cond:
                 self._demands[job_id] = demand
-                grant = self._grant(demand, others, asked_at)
+                grant = self._grant(demand, others)
                 if grant is not None:   # held here at once: this run's other jobs see it taken
                     cpu, mem = footprint(demand.resources, grant.workers, grant.servers)
                     self._held[job_id] = _Held(cpu, mem, time.monotonic(), None)
-                    self._queue.pop(job_id, None)
-                    self._cond.notify_all()   # a smaller grant frees room for jobs waiting here
             if grant is not None:
                 if self._store is None or self._store.take_lease(job_id, cpu, mem, self.capacity.cpu,
                                                                  self.capacity.memory_gib, asked_at):
+                    with self._cond:   # now that the store holds it too: a grant smaller than before frees room
+                        self._cond.notify_all()
                     break
                 with self._cond:   # another process took the cores first, or asked before us
                     if before is None:
@@ -123,15 +120,10 @@ class Coordinator:
                         self._held[job_id] = before
                     self._cond.notify_all()
             if (timeout_s is not None and time.monotonic() - start >= timeout_s) or should_stop():
-                if before is None:
-                    with self._cond:
-                        self._queue.pop(job_id, None)
-                    if self._store is not None:
-                        self._store.drop_lease(job_id)   # leave the queue
+                if before is None and self._store is not None:
+                    self._store.drop_lease(job_id)   # leave the queue
                 return None
-            with self._cond:
-                self._queue.setdefault(job_id, (asked_at, *min_resources(demand)))
-            why = self._why_waiting(demand, others, asked_at, refused=grant is not None)
+            why = self._why_waiting(demand, others, queued=grant is not None)
             if self._store is not None:
                 self._store.wait_for_lease(job_id, *min_resources(demand), since=asked_at)
             on_wait(why)
@@ -175,16 +167,13 @@ class Coordinator:
         theirs = [(t, d) for t, d in others.demands if d.job_id not in self._demands]
         return [d for _, d in sorted(mine + theirs, key=lambda x: (x[0], x[1].job_id))]
 
-    def _ahead(self, job_id: str, asked_at: float) -> list[tuple[float, float]]:
-        """The needs (cores, GiB) of this run's jobs waiting since before `asked_at`."""
-        return [(cpu, mem) for j, (t, cpu, mem) in self._queue.items() if j != job_id and t < asked_at]
+    def _free(self, job_id: str, others: _Elsewhere) -> tuple[float, float]:
+        held = self._running(job_id, others)
+        return (self.capacity.cpu - sum(h.cpu for h in held),
+                self.capacity.memory_gib - sum(h.memory_gib for h in held))
 
-    def _free(self, job_id: str, others: _Elsewhere, asked_at: float) -> tuple[float, float]:
-        taken = [(h.cpu, h.memory_gib) for h in self._running(job_id, others)] + self._ahead(job_id, asked_at)
-        return (self.capacity.cpu - sum(c for c, _ in taken), self.capacity.memory_gib - sum(m for _, m in taken))
-
-    def _grant(self, demand: JobDemand, others: _Elsewhere, asked_at: float) -> Allocation | None:
-        free_cpu, free_mem = self._free(demand.job_id, others, asked_at)
+    def _grant(self, demand: JobDemand, others: _Elsewhere) -> Allocation | None:
+        free_cpu, free_mem = self._free(demand.job_id, others)
         # what fits beside the other jobs now: in sum, and its own group alone on the nodes (where
         # their pods are is the scheduler's business); the share below lays every job out together
         now = self._plan([demand], free_cpu, free_mem).get(demand.job_id)
@@ -200,10 +189,9 @@ class Coordinator:
         return replace(share, workers=w, servers=s,
                        reason=f"{share.reason}; limited to ({w}, {s}) by the capacity free now")
 
-    def _why_waiting(self, demand: JobDemand, others: _Elsewhere, asked_at: float, refused: bool) -> str:
+    def _why_waiting(self, demand: JobDemand, others: _Elsewhere, queued: bool) -> str:
         with self._cond:
             running = self._running(demand.job_id, others)
-            ahead = len(self._ahead(demand.job_id, asked_at))
         free_cpu = self.capacity.cpu - sum(h.cpu for h in running)
         free_mem = self.capacity.memory_gib - sum(h.memory_gib for h in running)
         cpu, mem = min_resources(demand)
@@ -214,19 +202,19 @@ class Coordinator:
                 f"{max(free_cpu, 0):g} cores / {max(free_mem, 0):g} GiB free"
                 + (f"; other work on the cluster holds {elsewhere[0]:g} cores / {elsewhere[1]:g} GiB"
                    if max(elsewhere) > 1e-9 else "")
-                + ("; a job of another `coach submit` asked first" if refused else "")
-                + (f"; {ahead} job(s) waiting since before it go first" if ahead else "") + "; "
+                + ("; a job of another `coach submit` asked first" if queued else "") + "; "
                 + ("expected wait unknown" if wait is None else f"expected wait ~{wait:.0f}s"))
 
     def release(self, job_id: str, done: bool = False) -> None:
-        with self._cond:
-            self._held.pop(job_id, None)
-            self._queue.pop(job_id, None)
-            if done:
-                self._demands.pop(job_id, None)
-                self._since.pop(job_id, None)
-            self._cond.notify_all()
+        # the store first: a job woken here must find the lease gone there too, or the store
+        # refuses it and it sleeps RECHECK_S (a second's gap at every hand-over between jobs)
         if self._store is not None:
             self._store.drop_lease(job_id)   # best effort: a store error must not keep the cores here
             if done:
                 self._store.drop_demand(job_id)
+        with self._cond:
+            self._held.pop(job_id, None)
+            if done:
+                self._demands.pop(job_id, None)
+                self._since.pop(job_id, None)
+            self._cond.notify_all()

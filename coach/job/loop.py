@@ -392,8 +392,7 @@ class JobLoop:
             last_s = lambda w, s: history[-1].duration_s if history else None
             held, alloc = (max(w, keep.get("worker", 0)), max(s, keep.get("server", 0))), None
             if held != (w, s) and (alloc := coord.acquire(demand(*held), timeout_s=0, epoch_s=last_s)) is None:
-                keep = {}   # the kept functions do not fit beside other jobs' work now: they go
-                self._let_go()
+                keep = {}   # the kept functions do not fit beside other jobs' now: they go, those of (w, s) stay
             if alloc is None:
                 alloc = self._acquire(demand(w, s), timeout_s=None if i == 0 else TUNING_WAIT_S,
                                       should_stop=self._stop_requested, epoch_s=last_s)

@@ -3,6 +3,7 @@
 Reads commands on stdin, answers one line each:
   take JOB CPU EPOCH_S   → ok | no      (of CAPACITY_CPU cores; memory: 1 GiB of 8)
   drop JOB               → ok
+  wait JOB CPU           → ok: JOB is queued for CPU cores (and 1 GiB), as a waiting job is
   race JOB CPU N         → "GRANTED DOUBLED": N rounds of take, count the leases held, drop
   ask JOB                → "W S": one epoch's grant to `scaling_demand(JOB)` through a Coordinator
                            on SHARED_CAPACITY (its demand stays published, as between epochs)
@@ -46,6 +47,9 @@ def main(db: str) -> None:
             if ok:
                 store.set_lease_epoch_s(job, epoch_s)
             print("ok" if ok else "no", flush=True)
+        elif cmd == "wait":
+            store.wait_for_lease(job, float(args[0]), 1.0, since=time.time())
+            print("ok", flush=True)
         elif cmd == "drop":
             store.drop_lease(job)
             print("ok", flush=True)

@@ -45,28 +45,23 @@ def test_second_job_waits_with_a_reason_and_expected_wait_then_runs() -> None:
     assert got and (got[0].workers, got[0].servers) == (1, 1)
 
 
-def test_a_job_holding_a_lease_does_not_take_back_room_a_waiting_job_needs() -> None:
+def test_a_job_holding_a_lease_keeps_it_when_refused_and_may_not_wait() -> None:
     """A cluster job keeps its lease between epochs: its pods still hold the room. Asking again,
-    it gets what is free, but not room that a job waiting since before needs; refused, it still
-    holds what it had (its pods are there until it deletes them), and it may not wait while
-    holding: it would wait for room it holds itself."""
-    coord = Coordinator(Capacity(cpu=1.0, memory_gib=8))
-    assert coord.acquire(demand("a")) is not None
-    assert coord.acquire(demand("a"), timeout_s=0) is not None and coord.holds("a")   # no one waits: a grant
-    waiting, got = threading.Event(), []
-    t = threading.Thread(target=lambda: got.append(coord.acquire(demand("b"), lambda why: waiting.set())))
-    t.start()
-    assert waiting.wait(5)
-    assert coord.acquire(demand("a"), timeout_s=0) is None, "b waits since before: a may not take the room back"
-    assert coord.holds("a") and not got
+    a grant replaces the lease; refused, it still holds what it had (its pods are there until it
+    deletes them), and it may not wait while holding: it would wait for room it holds itself."""
+    coord = Coordinator(Capacity(cpu=2.0, memory_gib=8))
+    assert coord.acquire(demand("a", static=(1, 1))) is not None
+    assert coord.acquire(demand("b", static=(1, 1))) is not None   # 0.85 + 0.85 of 2 cores
+    assert coord.acquire(demand("a", static=(2, 1)), timeout_s=0) is None   # 1.35 beside b's 0.85: no
+    assert coord.holds("a")
+    assert coord.acquire(demand("c", static=(1, 1)), timeout_s=0) is None, "a's 0.85 cores are still held"
     with pytest.raises(ValueError, match="holds a lease"):
-        coord.acquire(demand("a"), timeout_s=1)
-    reasons: list[str] = []
-    assert coord.acquire(demand("c"), reasons.append, timeout_s=0.2) is None
-    assert reasons and "; 1 job(s) waiting since before it go first;" in reasons[0], reasons
-    coord.release("a")   # its pods deleted: the lease goes, and b gets the room
-    t.join(5)
-    assert got and got[0] is not None and coord.holds("b") and not coord.holds("a")
+        coord.acquire(demand("a", static=(2, 1)), timeout_s=1)
+    coord.release("b")
+    assert coord.acquire(demand("a", static=(2, 1)), timeout_s=0) is not None   # the grant replaces the lease
+    assert coord.acquire(demand("c", static=(1, 1)), timeout_s=0) is None       # 1.35 + 0.85 > 2
+    coord.release("a")
+    assert coord.acquire(demand("c", static=(1, 1)), timeout_s=0) is not None
 
 
 def test_static_allocation_is_exact_or_waits() -> None:
@@ -162,6 +157,19 @@ def test_a_job_that_asked_first_is_not_overtaken_by_a_process_taking_its_cores_b
     assert got and got[0] is not None
     coord.release("b", done=True)
     assert other("take", "holder", 0.85, 5) == "ok"
+
+
+def test_a_lease_refused_in_the_store_stays_held(store: Store, other: OtherProcess) -> None:
+    """A job that holds a lease between epochs and asks again while a job of another process waits
+    since before is refused (first come, first served) and keeps the lease it had, in the store
+    too: its pods stand until it deletes them, and only then does it give the lease back."""
+    coord = Coordinator(Capacity(cpu=1.0, memory_gib=8), store)
+    assert coord.acquire(demand("a")) is not None
+    assert other("wait", "queued", 0.85) == "ok"
+    assert coord.acquire(demand("a"), timeout_s=0) is None
+    assert coord.holds("a") and [l.job_id for l in store.leases()] == ["a"]
+    coord.release("a")
+    assert store.leases() == [] and other("take", "queued", 0.85, 5) == "ok"
 
 
 def test_lease_of_a_process_that_died_is_dropped(store: Store, other: OtherProcess) -> None:
