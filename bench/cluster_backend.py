@@ -8,7 +8,10 @@ order rotates per round to spread machine noise. Printed per run: wall time of `
 (all jobs), training epochs, retries, and the ratio to the local backend; the placement cost is
 what the cluster backend adds (pods created, bound, marked Running, deleted). A third scenario
 has `--teams` users, each with a COACH_HOME of their own, submit at once a static job that
-takes most of the cluster: nothing but the cluster's scheduler arbitrates between them.
+takes most of the cluster: nothing but the cluster's scheduler arbitrates between them. A fourth
+has the same `coach submit`s share one COACH_HOME: their coordinators take turns through the
+state store's leases (before session 20 they deadlocked: one job's pods, kept between its epochs,
+held the room the other's lease was granted).
 
     .venv/bin/python bench/cluster_backend.py [--job jobs/mlp-digits.yaml] [--rounds 2] [--concurrent 3]
 """
@@ -55,17 +58,18 @@ def submit(jobs: list[dict], args: tuple[str, ...]) -> dict:
                 "retries": retries}
 
 
-def teams(base: dict, scheduler: str, n: int) -> dict:
-    """`n` users with their own COACH_HOME submit at the same moment a static job that takes most
-    of the cluster (3 workers of 1 CPU): their coordinators do not know of each other, so only the
-    cluster's scheduler stands between their groups. Wall time until the last one ends."""
+def teams(base: dict, scheduler: str, n: int, one_home: bool = False) -> dict:
+    """`n` users with their own COACH_HOME (or all one, `one_home`) submit at the same moment a
+    static job that takes most of the cluster (3 workers of 1 CPU): with homes of their own their
+    coordinators do not know of each other, so only the cluster's scheduler stands between their
+    groups. Wall time until the last one ends."""
     job = dict(base, allocation="static", workers=3, servers=1, max_workers=3, scheduler=scheduler,
                resources={"worker": {"cpu": 1, "memory": "1Gi"}})
     with tempfile.TemporaryDirectory() as tmp:
         procs, homes = [], []
         for i in range(n):
-            home = Path(tmp) / f"team{i}"
-            home.mkdir()
+            home = Path(tmp) / ("shared" if one_home else f"team{i}")
+            home.mkdir(exist_ok=True)
             path = home / "job.yaml"
             path.write_text(yaml.safe_dump(dict(job, name=f"team{i}", seed=i)))
             homes.append(home)
@@ -112,10 +116,11 @@ def main() -> None:
             for label, scheduler, extra in setups:
                 if not extra:   # the local backend has no scheduler to compare
                     continue
-                x = teams(base, scheduler, args.teams)
-                results.setdefault((label, "teams"), []).append(x["wall_s"])
-                print(f"round {r + 1}  {args.teams} teams  {label:<24} {x['wall_s']:6.1f} s  {', '.join(x['statuses'])}  "
-                      f"{x['retries']} retries", flush=True)
+                for scenario in ("teams", "one home"):
+                    x = teams(base, scheduler, args.teams, one_home=scenario == "one home")
+                    results.setdefault((label, scenario), []).append(x["wall_s"])
+                    print(f"round {r + 1}  {args.teams} submits, {scenario:<8}  {label:<24} {x['wall_s']:6.1f} s  "
+                          f"{', '.join(x['statuses'])}  {x['retries']} retries", flush=True)
     finally:
         cluster.down()
     summary = {}
@@ -126,10 +131,11 @@ def main() -> None:
             summary[f"{label}, {n} job(s)"] = {"summed_s": round(total, 1), "vs_local": round(total / local, 3)}
             print(f"{n} job(s)  {label:<26} summed over {args.rounds} rounds {total:6.1f} s, "
                   f"ratio to local {total / local:.3f}")
-    for label, _, _ in SETUPS[1:]:
-        total = sum(results[(label, "teams")])
-        summary[f"{label}, {args.teams} teams"] = {"summed_s": round(total, 1)}
-        print(f"{args.teams} teams  {label:<26} summed over {args.rounds} rounds {total:6.1f} s")
+    for scenario in ("teams", "one home"):
+        for label, _, _ in SETUPS[1:]:
+            total = sum(results[(label, scenario)])
+            summary[f"{label}, {args.teams} submits, {scenario}"] = {"summed_s": round(total, 1)}
+            print(f"{args.teams} submits, {scenario:<8}  {label:<26} summed over {args.rounds} rounds {total:6.1f} s")
     print(json.dumps(summary))
 
 

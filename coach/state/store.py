@@ -325,7 +325,10 @@ class Store:
         It fits when the live leases of other jobs, this one, and the needs of every job of
         another process that has been waiting since before `asked_at` fit together: a job
         that releases its cores between epochs and asks again at once does not overtake one
-        that was waiting for them (first come, first served across processes). Check and
+        that was waiting for them (first come, first served across processes). A job that
+        kept its lease (a cluster's pods stay between epochs) and takes no more than it holds
+        is not queued behind them: giving way would mean deleting its pods and waiting for new
+        ones at every epoch; it gives way as far as the planner's share shrinks it. Check and
         insert are one IMMEDIATE transaction: two processes cannot both take the last cores.
         """
         pid, owner = os.getpid(), own_identity()
@@ -333,9 +336,13 @@ class Store:
             c.execute("BEGIN IMMEDIATE")
             held = [r for r in c.execute("SELECT pid, owner, cpu, memory_gib FROM leases WHERE job_id != ?",
                                          (job_id,)).fetchall() if _alive(r["pid"], r["owner"])]
-            ahead = [r for r in c.execute("SELECT pid, owner, cpu, memory_gib FROM lease_waits "
-                                          "WHERE owner != ? AND since < ?", (owner, asked_at)).fetchall()
-                     if _alive(r["pid"], r["owner"])]
+            mine = c.execute("SELECT cpu, memory_gib FROM leases WHERE job_id = ? AND owner = ?",
+                             (job_id, owner)).fetchone()
+            keeps = mine is not None and cpu <= mine["cpu"] + 1e-9 and memory_gib <= mine["memory_gib"] + 1e-9
+            ahead = [] if keeps else [
+                r for r in c.execute("SELECT pid, owner, cpu, memory_gib FROM lease_waits "
+                                     "WHERE owner != ? AND since < ?", (owner, asked_at)).fetchall()
+                if _alive(r["pid"], r["owner"])]
             if (sum(r["cpu"] for r in held + ahead) + cpu > capacity_cpu + 1e-9
                     or sum(r["memory_gib"] for r in held + ahead) + memory_gib > capacity_memory_gib + 1e-9):
                 return False

@@ -345,33 +345,50 @@ def test_no_control_plane_is_a_message(coach_home: Path, tmp_path: Path, monkeyp
 WHOLE = {"worker": {"cpu": 3.5}, "server": {"cpu": 3.5}}
 
 
-@pytest.mark.parametrize("scheduler", ["gang", "default"])
+@pytest.mark.parametrize("scheduler, processes", [("gang", 1), ("default", 1), ("default", 2)])
 def test_pods_kept_between_epochs_keep_their_lease(workload: Workload, coach_home: Path, tmp_path: Path,
-                                                   scheduler: str) -> None:
+                                                   scheduler: str, processes: int) -> None:
     """A job's pods stay between its epochs, and so does their room: the job keeps its lease until
-    it lets them go. Two jobs that each need the whole cluster take turns; the one that must wait
-    deletes its pods before it gives back its lease. Before, the lease was given back at each
-    epoch's end with the pods still bound: the other job was granted their room, its pods waited on
-    the cluster, and the first job waited in the coordinator for the second's lease — a deadlock
-    until the group's placement timed out (here 20 s), then a retry."""
+    it lets them go. Two jobs that each need the whole cluster, in one run (the first runs to its
+    end, then the second) or in two `coach submit`s on one COACH_HOME (they take turns: the job
+    that must wait deletes its pods before it gives back its lease). Before, the lease was given
+    back at each epoch's end with the pods still bound: the other job was granted their room, its
+    pods waited on the cluster, and the first job waited in the coordinator for the second's lease
+    — a deadlock until the group's placement timed out, then a retry; in one run (timeouts 20 s)
+    a job failed after four tries, in two submits (60 s) after 287 s."""
     from coach.job.submit import register, run_jobs
     from coach.spec import parse_spec
     from coach.state.store import Store
 
-    store = Store()
     fields = dict(FAST_JOB, scheduler=scheduler, resources=WHOLE, allocation="static", workers=1, servers=1,
                   max_epochs=3, target_loss=0.01)
-    specs = {}
-    for name in ("turn-a", "turn-b"):
-        spec = parse_spec(dict(fields, name=name), str(tmp_path / f"{name}.yaml"))
-        specs[register(spec, store)] = spec
-    backend = ClusterBackend(workload.kube, place_timeout_s=20, wait_timeout_s=20)
-    try:
-        statuses = run_jobs(specs, backend, store)
-    finally:
-        backend.close()
-    for job_id in specs:
-        events = [(e["kind"], e["message"]) for e in store.events(job_id)]
-        assert statuses[job_id] == "max_epochs", (store.job(job_id).message, events)
+    store = Store()
+    if processes == 1:
+        specs = {}
+        for name in ("turn-a", "turn-b"):
+            spec = parse_spec(dict(fields, name=name), str(tmp_path / f"{name}.yaml"))
+            specs[register(spec, store)] = spec
+        backend = ClusterBackend(workload.kube, place_timeout_s=20, wait_timeout_s=20)
+        try:
+            run_jobs(specs, backend, store)
+        finally:
+            backend.close()
+    else:
+        procs = [subprocess.Popen([*COACH, "submit", str(write_job(tmp_path / f"{name}.yaml", **dict(fields, name=name))),
+                                   "--backend", "cluster", "--json"], cwd=ROOT, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+                 for name in ("turn-a", "turn-b")]
+        try:
+            for proc in procs:
+                _, err = proc.communicate(timeout=600)
+                assert proc.returncode == 1 and "Traceback" not in err, err   # 1: stopped short of the target
+        finally:
+            for proc in procs:
+                proc.kill()
+    jobs = store.jobs()
+    assert len(jobs) == 2
+    for job in jobs:
+        events = [(e["kind"], e["message"]) for e in store.events(job.job_id)]
+        assert job.status == "max_epochs", (job.message, events)
         assert not any(kind in ("retry", "epoch_failed") for kind, _ in events), events
     assert not workload.kube.pods(NAMESPACE)

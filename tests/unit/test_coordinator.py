@@ -159,15 +159,17 @@ def test_a_job_that_asked_first_is_not_overtaken_by_a_process_taking_its_cores_b
     assert other("take", "holder", 0.85, 5) == "ok"
 
 
-def test_a_lease_refused_in_the_store_stays_held(store: Store, other: OtherProcess) -> None:
-    """A job that holds a lease between epochs and asks again while a job of another process waits
-    since before is refused (first come, first served) and keeps the lease it had, in the store
-    too: its pods stand until it deletes them, and only then does it give the lease back."""
-    coord = Coordinator(Capacity(cpu=1.0, memory_gib=8), store)
-    assert coord.acquire(demand("a")) is not None
+def test_a_job_keeping_its_lease_is_not_queued_but_growing_is(store: Store, other: OtherProcess) -> None:
+    """A job that kept its lease between epochs (a cluster's pods) keeps it while a job of another
+    process waits: giving way would mean deleting its pods and waiting for new ones at every
+    epoch. Taking more than it holds waits its turn; refused, it keeps the lease it had, in the
+    store too (its pods stand until it deletes them). Released, the room goes to the waiting job."""
+    coord = Coordinator(Capacity(cpu=2.0, memory_gib=8), store)
+    assert coord.acquire(demand("a", static=(1, 1))) is not None           # 0.85 of 2 cores
     assert other("wait", "queued", 0.85) == "ok"
-    assert coord.acquire(demand("a"), timeout_s=0) is None
-    assert coord.holds("a") and [l.job_id for l in store.leases()] == ["a"]
+    assert coord.acquire(demand("a", static=(2, 1)), timeout_s=0) is None   # 1.35 + 0.85 waiting > 2
+    assert coord.holds("a") and [(l.job_id, l.cpu) for l in store.leases()] == [("a", 0.85)]
+    assert coord.acquire(demand("a", static=(1, 1)), timeout_s=0) is not None   # what it holds: kept
     coord.release("a")
     assert store.leases() == [] and other("take", "queued", 0.85, 5) == "ok"
 
