@@ -349,9 +349,9 @@ WHOLE = {"worker": {"cpu": 3.5}, "server": {"cpu": 3.5}}
 def test_pods_kept_between_epochs_keep_their_lease(workload: Workload, coach_home: Path, tmp_path: Path,
                                                    scheduler: str, processes: int) -> None:
     """A job's pods stay between its epochs, and so does their room: the job keeps its lease until
-    it lets them go. Two jobs that each need the whole cluster, in one run (the first runs to its
-    end, then the second) or in two `coach submit`s on one COACH_HOME (they take turns: the job
-    that must wait deletes its pods before it gives back its lease). Before, the lease was given
+    it lets them go. Two jobs that each need the whole cluster, in one run or in two `coach
+    submit`s on one COACH_HOME: the first runs to its end, then the second (a job that must wait
+    deletes its pods before it gives back its lease). Before, the lease was given
     back at each epoch's end with the pods still bound: the other job was granted their room, its
     pods waited on the cluster, and the first job waited in the coordinator for the second's lease
     — a deadlock until the group's placement timed out, then a retry; in one run (timeouts 20 s)
