@@ -49,12 +49,15 @@ class _Elsewhere:
 
 
 class Coordinator:
-    def __init__(self, capacity: Capacity | Callable[[], Capacity], store: Store | None = None) -> None:
+    def __init__(self, capacity: Capacity | Callable[[], Capacity], store: Store | None = None,
+                 kept: bool = False) -> None:
         """`capacity` may be a function, read again whenever a job asks: a cluster's room changes
-        as work of other namespaces comes and goes."""
+        as work of other namespaces comes and goes. `kept`: jobs keep their leases between
+        epochs (the backend's functions hold their room: a cluster's pods)."""
         self._read_capacity = capacity if callable(capacity) else lambda: capacity
         self.capacity = self._read_capacity()
         self._store = store             # None: this run's jobs are alone on the capacity
+        self._kept = kept
         self._cond = threading.Condition()
         self._demands: dict[str, JobDemand] = {}
         self._held: dict[str, _Held] = {}
@@ -86,7 +89,8 @@ class Coordinator:
         (`timeout_s=0`), and keeps what it holds if it is refused: that room may still be taken
         by its functions (a cluster's pods), so the caller lets them go before the lease.
         `epoch_s(w, s)` predicts how long the granted epoch will hold its capacity, so that jobs
-        waiting meanwhile can be told when it frees up. `on_wait`, `should_stop` and the state
+        waiting meanwhile can be told when it frees up (with `kept`, a static job's lease is
+        held for all its remaining epochs). `on_wait`, `should_stop` and the state
         store are called without the lock held.
         """
         job_id = demand.job_id
@@ -130,6 +134,9 @@ class Coordinator:
             with self._cond:
                 self._cond.wait(RECHECK_S)
         predicted = epoch_s(grant.workers, grant.servers)   # may fit models: outside the lock
+        if self._kept and demand.static is not None and predicted is not None:
+            # kept to its end: a static job never shrinks for others (a dynamic one may, next epoch)
+            predicted = predicted * demand.remaining_epochs if demand.remaining_epochs else None
         with self._cond:
             if job_id in self._held:
                 self._held[job_id].epoch_s = predicted

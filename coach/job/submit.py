@@ -37,7 +37,8 @@ def run_jobs(jobs: dict[str, JobSpec], backend: Backend, store: Store,
 
     The caller has claimed the jobs (`Store.claim_job`): no other process runs them.
     """
-    coordinator = Coordinator(lambda: backend.capacity, store)   # a cluster's room is read again as jobs ask
+    # a cluster's room is read again as jobs ask, and its pods keep their leases between epochs
+    coordinator = Coordinator(lambda: backend.capacity, store, kept=not backend.keep_warm)
     statuses: dict[str, str] = {}
     home = coach_home()
 

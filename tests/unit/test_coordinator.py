@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,24 @@ def test_a_job_holding_a_lease_keeps_it_when_refused_and_may_not_wait() -> None:
     assert coord.acquire(demand("c", static=(1, 1)), timeout_s=0) is None       # 1.35 + 0.85 > 2
     coord.release("a")
     assert coord.acquire(demand("c", static=(1, 1)), timeout_s=0) is not None
+
+
+@pytest.mark.parametrize("kept, static, wait", [
+    (False, (1, 1), "~30s"),     # local: the lease goes at the epoch's end
+    (True, None, "~30s"),        # cluster, dynamic: it may shrink for the waiting job next epoch
+    (True, (1, 1), "~150s"),     # cluster, static: kept for its 5 remaining epochs
+])
+def test_expected_wait_behind_a_lease_kept_between_epochs(kept: bool, static: tuple[int, int] | None,
+                                                          wait: str) -> None:
+    """A waiting job is told when the lease in its way frees up. On a cluster a static job keeps
+    its lease, pods and all, to its end: that is its remaining epochs away, not this epoch's end
+    (before: "expected wait ~0s" once its epoch's predicted end had passed)."""
+    coord = Coordinator(Capacity(cpu=1.0, memory_gib=8), kept=kept)
+    holder = replace(demand("a", static=static), remaining_epochs=5.0)
+    assert coord.acquire(holder, epoch_s=lambda w, s: 30.0) is not None
+    reasons: list[str] = []
+    assert coord.acquire(demand("b"), reasons.append, timeout_s=0.2) is None
+    assert reasons and f"expected wait {wait}" in reasons[0], reasons
 
 
 def test_static_allocation_is_exact_or_waits() -> None:
