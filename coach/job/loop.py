@@ -17,7 +17,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from coach.backends.base import Backend, Placement
 from coach.data import train_size
@@ -301,8 +301,7 @@ class JobLoop:
             if left <= 0:
                 return self._budget_exhausted(left)
             demand = self._demand(history)
-            alloc = self._acquire(demand, should_stop=self._stop_requested,
-                                  epoch_s=lambda w, s: self._epoch_seconds(history, demand.speed, w, s))
+            alloc = self._acquire(demand, epoch_s=lambda w, s: self._epoch_seconds(history, demand.speed, w, s))
             if alloc is None:
                 return self._finish("stopped", f"stopped by request while waiting for capacity (epoch {epoch})")
             try:
@@ -394,8 +393,7 @@ class JobLoop:
             if held != (w, s) and (alloc := coord.acquire(demand(*held), timeout_s=0, epoch_s=last_s)) is None:
                 keep = {}   # the kept functions do not fit beside other jobs' now: they go, those of (w, s) stay
             if alloc is None:
-                alloc = self._acquire(demand(w, s), timeout_s=None if i == 0 else TUNING_WAIT_S,
-                                      should_stop=self._stop_requested, epoch_s=last_s)
+                alloc = self._acquire(demand(w, s), epoch_s=last_s, timeout_s=None if i == 0 else TUNING_WAIT_S)
             if alloc is None and self._stop_requested():
                 return self._finish("stopped", "stopped by request during tuning")
             if alloc is None:
@@ -410,26 +408,22 @@ class JobLoop:
         return None
 
     # -- capacity --------------------------------------------------------------------------
-    def _acquire(self, demand: JobDemand, **wait: Any) -> Allocation | None:
-        """The coordinator's grant for an epoch. Where functions hold their room between epochs
-        (a cluster's pods: `keep_warm` False) the job keeps its lease as long as they stand: it
-        first asks without waiting, and if it must wait, its functions go before its lease does.
-        Given back at an epoch's end with the pods still bound, the lease let the coordinator
-        grant their room to another job, whose pods then waited on the cluster while this job
-        waited in the coordinator for that job's lease."""
-        coord = self.run.coordinator
-        if coord.holds(self.run.job_id):
-            alloc = coord.acquire(demand, timeout_s=0, epoch_s=wait.get("epoch_s", lambda w, s: None))
-            if alloc is not None:
+    def _acquire(self, demand: JobDemand, epoch_s: Callable[[int, int], float | None],
+                 timeout_s: float | None = None) -> Allocation | None:
+        """The coordinator's grant for an epoch (None: stopped, or `timeout_s` passed). Where
+        functions hold their room between epochs (a cluster's pods: `keep_warm` False) the job
+        keeps its lease as long as they stand: it first asks without waiting, and if it must
+        wait, its functions go before its lease does. Given back at an epoch's end with the pods
+        still bound, the lease let the coordinator grant their room to another job, whose pods
+        then waited on the cluster while this job waited in the coordinator for that job's lease."""
+        coord, job_id = self.run.coordinator, self.run.job_id
+        if coord.holds(job_id):
+            if (alloc := coord.acquire(demand, timeout_s=0, epoch_s=epoch_s)) is not None:
                 return alloc
-            self._let_go()
-        return coord.acquire(demand, self._waiting, **wait)
-
-    def _let_go(self) -> None:
-        """Give back what the job holds between epochs: its functions, then their lease."""
-        if self.run.coordinator.holds(self.run.job_id):
-            self.run.backend.teardown(self.run.job_id)
-            self.run.coordinator.release(self.run.job_id)
+            self.run.backend.teardown(job_id)
+            coord.release(job_id)
+        return coord.acquire(demand, self._waiting, timeout_s=timeout_s, epoch_s=epoch_s,
+                             should_stop=self._stop_requested)
 
     def _epoch_over(self) -> None:
         """Replicas that stay warm on their own hold nothing once an epoch ends (local processes);

@@ -334,11 +334,10 @@ class Store:
         pid, owner = os.getpid(), own_identity()
         with self._connect() as c:
             c.execute("BEGIN IMMEDIATE")
-            held = [r for r in c.execute("SELECT pid, owner, cpu, memory_gib FROM leases WHERE job_id != ?",
-                                         (job_id,)).fetchall() if _alive(r["pid"], r["owner"])]
-            mine = c.execute("SELECT cpu, memory_gib FROM leases WHERE job_id = ? AND owner = ?",
-                             (job_id, owner)).fetchone()
-            keeps = mine is not None and cpu <= mine["cpu"] + 1e-9 and memory_gib <= mine["memory_gib"] + 1e-9
+            leases = c.execute("SELECT job_id, pid, owner, cpu, memory_gib FROM leases").fetchall()
+            held = [r for r in leases if r["job_id"] != job_id and _alive(r["pid"], r["owner"])]
+            keeps = any(r["job_id"] == job_id and r["owner"] == owner and cpu <= r["cpu"] + 1e-9
+                        and memory_gib <= r["memory_gib"] + 1e-9 for r in leases)
             ahead = [] if keeps else [
                 r for r in c.execute("SELECT pid, owner, cpu, memory_gib FROM lease_waits "
                                      "WHERE owner != ? AND since < ?", (owner, asked_at)).fetchall()
