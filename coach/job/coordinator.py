@@ -13,7 +13,8 @@ grant is a lease in the store, so two submits in two terminals do not oversubscr
 machine; and a job waiting for cores is queued in the store so that a job of another
 process which releases its cores between epochs cannot take them straight back. A job whose
 functions hold room between epochs (a cluster's pods) keeps its lease meanwhile and asks again
-without waiting; the coordinator never sees the pods.
+without waiting (refused growth, a dynamic job keeps the size it holds; backfilled where an
+older job now fits, it gives way); the coordinator never sees the pods.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ RECHECK_S = 1.0
 
 @dataclass
 class _Held:
+    workers: int
+    servers: int
     cpu: float
     memory_gib: float
     since: float                    # monotonic time of the grant
@@ -46,6 +49,7 @@ class _Elsewhere:
 
     running: list[RunningJob]                   # their leases: capacity held, and until when
     demands: list[tuple[float, JobDemand]]      # (first asked, demand) of each of their jobs
+    holding: set[str]                           # their jobs that hold a lease
 
 
 class Coordinator:
@@ -109,20 +113,22 @@ class Coordinator:
                 self._demands[job_id] = demand
                 grant = self._grant(demand, others)
                 if grant is not None:   # held here at once: this run's other jobs see it taken
-                    cpu, mem = footprint(demand.resources, grant.workers, grant.servers)
-                    self._held[job_id] = _Held(cpu, mem, time.monotonic(), None)
-            if grant is not None:
-                if self._store is None or self._store.take_lease(job_id, cpu, mem, self.capacity.cpu,
-                                                                 self.capacity.memory_gib, asked_at):
-                    with self._cond:   # now that the store holds it too: a grant smaller than before frees room
-                        self._cond.notify_all()
-                    break
-                with self._cond:   # another process took the cores first, or asked before us
-                    if before is None:
-                        self._held.pop(job_id, None)
-                    else:          # the store still holds the lease it had: so does this process
-                        self._held[job_id] = before
-                    self._cond.notify_all()
+                    self._hold(job_id, demand, grant)
+            if grant is not None and self._lease(job_id, demand, grant, asked_at, before):
+                break
+            if grant is not None and before is not None and demand.static is None:
+                # growing waits its turn behind another process's job that asked first; the pods
+                # it has stay (a dynamic job may run at any size up to its share)
+                kept = replace(grant, workers=min(grant.workers, before.workers),
+                               servers=min(grant.servers, before.servers),
+                               reason=f"{grant.reason}; kept at most its ({before.workers}, {before.servers}): "
+                                      f"a job of another `coach submit` asked first for the room to grow")
+                if kept != grant:
+                    with self._cond:   # no more than it holds: nothing for this run's other jobs to see
+                        self._hold(job_id, demand, kept)
+                    if self._lease(job_id, demand, kept, asked_at, before):
+                        grant = kept
+                        break
             if (timeout_s is not None and time.monotonic() - start >= timeout_s) or should_stop():
                 if before is None and self._store is not None:
                     self._store.drop_lease(job_id)   # leave the queue
@@ -144,14 +150,33 @@ class Coordinator:
             self._store.set_lease_epoch_s(job_id, predicted)
         return grant
 
+    def _hold(self, job_id: str, demand: JobDemand, grant: Allocation) -> None:
+        cpu, mem = footprint(demand.resources, grant.workers, grant.servers)
+        self._held[job_id] = _Held(grant.workers, grant.servers, cpu, mem, time.monotonic(), None)
+
+    def _lease(self, job_id: str, demand: JobDemand, grant: Allocation, asked_at: float,
+               before: _Held | None) -> bool:
+        """Lease `grant` (held here already) in the store too; refused (another process took the
+        cores first, or asked before), this process holds again what it held `before`."""
+        held = self._held[job_id]
+        ok = self._store is None or self._store.take_lease(job_id, held.cpu, held.memory_gib, self.capacity.cpu,
+                                                           self.capacity.memory_gib, asked_at)
+        with self._cond:
+            if not ok and before is None:
+                self._held.pop(job_id, None)
+            elif not ok:   # the store still holds the lease it had: so does this process
+                self._held[job_id] = before
+            self._cond.notify_all()   # a grant smaller than before frees room; so does a refusal
+        return ok
+
     def _others(self) -> _Elsewhere:
         """What the jobs of other `coach submit` processes hold and want."""
         if self._store is None:
-            return _Elsewhere([], [])
+            return _Elsewhere([], [], set())
         me, now = own_identity(), time.time()
+        leases = [l for l in self._store.leases() if l.owner != me]
         running = [RunningJob(math.inf if l.epoch_s is None else max(0.0, l.since + l.epoch_s - now),
-                              l.cpu, l.memory_gib)
-                   for l in self._store.leases() if l.owner != me]
+                              l.cpu, l.memory_gib) for l in leases]
         demands = []
         for d in self._store.demands():
             if d.owner == me:
@@ -160,7 +185,7 @@ class Coordinator:
                 demands.append((d.since, demand_from_json(d.demand)))
             except (ValueError, KeyError, TypeError):
                 continue   # written by another version of Coach: its leases still count
-        return _Elsewhere(running, demands)
+        return _Elsewhere(running, demands, {l.job_id for l in leases})
 
     def _running(self, job_id: str, others: _Elsewhere) -> list[RunningJob]:
         """Everything holding capacity except `job_id`: this run's other jobs and other processes'."""
@@ -188,6 +213,8 @@ class Coordinator:
             return None
         share = self._plan(self._everyone(others), self.capacity.cpu, self.capacity.memory_gib,
                            backfill=True).get(demand.job_id)
+        if share is None and self._first_in_line(demand, others, free_cpu, free_mem) is not None:
+            return None
         if share is None or demand.static is not None:
             return now
         w, s = min(now.workers, share.workers), min(now.servers, share.servers)
@@ -196,20 +223,44 @@ class Coordinator:
         return replace(share, workers=w, servers=s,
                        reason=f"{share.reason}; limited to ({w}, {s}) by the capacity free now")
 
+    def _first_in_line(self, demand: JobDemand, others: _Elsewhere, free_cpu: float, free_mem: float
+                       ) -> JobDemand | None:
+        """An older job that waits and whose minimum fits the room free beside every lease but
+        this job's: it goes first. Only where jobs keep their leases between epochs (`kept`):
+        there a job that holds none waits, and a younger job backfilled into room that the older
+        one could not use then would keep that room for all its epochs (on the local backend jobs
+        take turns at every epoch's end)."""
+        if not self._kept:
+            return None
+        holding = set(self._held) | others.holding
+        for d in self._everyone(others):
+            if d.job_id == demand.job_id:
+                return None
+            if d.job_id not in holding and self._plan([d], free_cpu, free_mem).get(d.job_id) is not None:
+                return d
+        return None
+
     def _why_waiting(self, demand: JobDemand, others: _Elsewhere, queued: bool) -> str:
         with self._cond:
             running = self._running(demand.job_id, others)
-        free_cpu = self.capacity.cpu - sum(h.cpu for h in running)
-        free_mem = self.capacity.memory_gib - sum(h.memory_gib for h in running)
+            free_cpu = self.capacity.cpu - sum(h.cpu for h in running)
+            free_mem = self.capacity.memory_gib - sum(h.memory_gib for h in running)
+            first = self._first_in_line(demand, others, free_cpu, free_mem)
         cpu, mem = min_resources(demand)
-        wait = expected_wait(cpu, mem, free_cpu, free_mem, running)
+        if first is None:
+            wait = expected_wait(cpu, mem, free_cpu, free_mem, running)
+        else:   # the older job takes its room, and holds it for as long as it runs: unknown here
+            first_cpu, first_mem = min_resources(first)
+            wait = expected_wait(cpu, mem, free_cpu - first_cpu, free_mem - first_mem,
+                                 running + [RunningJob(math.inf, first_cpu, first_mem)])
         whole = self.capacity.whole
         elsewhere = (whole.cpu - self.capacity.cpu, whole.memory_gib - self.capacity.memory_gib)
         return (f"waiting for capacity: needs {cpu:g} cores / {mem:g} GiB, "
                 f"{max(free_cpu, 0):g} cores / {max(free_mem, 0):g} GiB free"
                 + (f"; other work on the cluster holds {elsewhere[0]:g} cores / {elsewhere[1]:g} GiB"
                    if max(elsewhere) > 1e-9 else "")
-                + ("; a job of another `coach submit` asked first" if queued else "") + "; "
+                + ("; a job of another `coach submit` asked first" if queued else "")
+                + (f"; {first.job_id}, waiting since before this job, takes it first" if first else "") + "; "
                 + ("expected wait unknown" if wait is None else f"expected wait ~{wait:.0f}s"))
 
     def release(self, job_id: str, done: bool = False) -> None:

@@ -139,6 +139,31 @@ def other(store: Store):
     proc.kill()
 
 
+@pytest.mark.parametrize("kept", [True, False])
+def test_a_younger_job_keeping_its_lease_gives_way_to_an_older_one_that_then_fits(kept: bool) -> None:
+    """b was backfilled beside a while the older c did not fit. Once a is done c would fit
+    where b is: where leases are kept between epochs (a cluster's pods) b is refused at its next
+    epoch, so it lets its pods go and c goes first; before, b kept the room for all its epochs
+    and c waited for b's end. On the local backend jobs take turns at every epoch's end anyway."""
+    coord = Coordinator(Capacity(cpu=2.0, memory_gib=8), kept=kept)
+    assert coord.acquire(demand("a", static=(1, 1))) is not None              # 0.85 of 2 cores
+    assert coord.acquire(demand("c", static=(2, 2)), timeout_s=0) is None     # 1.6: waits
+    assert coord.acquire(demand("b", static=(1, 1)), timeout_s=0) is not None # backfilled
+    coord.release("a", done=True)
+    again = coord.acquire(demand("b", static=(1, 1)), timeout_s=0)
+    assert (again is None) is kept and coord.holds("b")
+    coord.release("b")
+    reasons: list[str] = []
+    waited = coord.acquire(demand("b", static=(1, 1)), reasons.append, timeout_s=0.1)
+    if kept:
+        assert waited is None and "c, waiting since before this job, takes it first" in reasons[0], reasons
+        assert "expected wait unknown" in reasons[0]
+        got = coord.acquire(demand("c", static=(2, 2)), timeout_s=0)
+        assert got is not None and (got.workers, got.servers) == (2, 2)
+    else:
+        assert waited is not None
+
+
 def test_cores_leased_by_another_process_are_not_handed_out(store: Store, other: OtherProcess) -> None:
     assert other("take", "elsewhere", 0.85, 20) == "ok"   # its epoch ends in ~20 s
     coord = Coordinator(Capacity(cpu=1.0, memory_gib=8), store)
@@ -191,6 +216,24 @@ def test_a_job_keeping_its_lease_is_not_queued_but_growing_is(store: Store, othe
     assert coord.acquire(demand("a", static=(1, 1)), timeout_s=0) is not None   # what it holds: kept
     coord.release("a")
     assert store.leases() == [] and other("take", "queued", 0.85, 5) == "ok"
+
+
+def test_a_dynamic_job_refused_growth_keeps_the_size_it_holds(store: Store, other: OtherProcess) -> None:
+    """Refused the room to grow because a job of another process asked first, a dynamic job runs
+    its next epoch at the size it holds: before, the refusal made it delete all its pods (a cluster's
+    cold start) and queue behind the waiting job for room it had held all along."""
+    coord = Coordinator(Capacity(cpu=2.0, memory_gib=8), store)
+    assert coord.acquire(demand("a", static=(1, 1))) is not None            # 0.85 of 2 cores
+    assert other("wait", "queued", 0.85) == "ok"
+    grows = replace(scaling_demand("a"), resources=DEFAULT_RESOURCES)
+    alone = plan([grows], 2.0, 8)["a"]
+    assert (alone.workers, alone.servers) > (1, 1), "alone, the job would grow"
+    got = coord.acquire(grows, timeout_s=0)
+    assert got is not None and (got.workers, got.servers) == (1, 1), got
+    assert "another `coach submit` asked first" in got.reason
+    assert [(l.job_id, l.cpu) for l in store.leases()] == [("a", 0.85)]
+    coord.release("a", done=True)
+    assert other("take", "queued", 0.85, 5) == "ok"
 
 
 def test_lease_of_a_process_that_died_is_dropped(store: Store, other: OtherProcess) -> None:
