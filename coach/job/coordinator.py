@@ -114,7 +114,7 @@ class Coordinator:
                 grant = self._grant(demand, others)
                 if grant is not None:   # held here at once: this run's other jobs see it taken
                     self._hold(job_id, demand, grant)
-            if grant is not None and self._lease(job_id, demand, grant, asked_at, before):
+            if grant is not None and self._lease(job_id, asked_at, before):
                 break
             if grant is not None and before is not None and demand.static is None:
                 # growing waits its turn behind another process's job that asked first; the pods
@@ -126,7 +126,7 @@ class Coordinator:
                 if kept != grant:
                     with self._cond:   # no more than it holds: nothing for this run's other jobs to see
                         self._hold(job_id, demand, kept)
-                    if self._lease(job_id, demand, kept, asked_at, before):
+                    if self._lease(job_id, asked_at, before):
                         grant = kept
                         break
             if (timeout_s is not None and time.monotonic() - start >= timeout_s) or should_stop():
@@ -154,9 +154,8 @@ class Coordinator:
         cpu, mem = footprint(demand.resources, grant.workers, grant.servers)
         self._held[job_id] = _Held(grant.workers, grant.servers, cpu, mem, time.monotonic(), None)
 
-    def _lease(self, job_id: str, demand: JobDemand, grant: Allocation, asked_at: float,
-               before: _Held | None) -> bool:
-        """Lease `grant` (held here already) in the store too; refused (another process took the
+    def _lease(self, job_id: str, asked_at: float, before: _Held | None) -> bool:
+        """Lease what the job holds here (just granted) in the store too; refused (another process took the
         cores first, or asked before), this process holds again what it held `before`."""
         held = self._held[job_id]
         ok = self._store is None or self._store.take_lease(job_id, held.cpu, held.memory_gib, self.capacity.cpu,
