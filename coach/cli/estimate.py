@@ -87,13 +87,21 @@ def read_curve(path: Path) -> Curve:
 
 def predict_curve(curve: Curve, target: float, consecutive: int = 1,
                   earlier: Sequence[EarlierRun] = ()) -> EpochsPrediction:
-    """Fit the curve and predict its stop epoch, in the file's epoch numbering; with `earlier`
-    runs of the same model and data (see `earlier_of`) as a second opinion."""
-    from coach.estimate import fit_convergence
+    """The curve's stop epoch, in the file's epoch numbering: where the rows already meet the
+    stop rule, that epoch; else predicted by the fit from the last row on (as the job loop
+    predicts from the epochs run), with `earlier` runs of the same model and data (see
+    `earlier_of`) as a second opinion."""
+    from coach.estimate import EpochsPrediction, fit_convergence
+    from coach.estimate.stop_rule import met_in
 
-    fit = fit_convergence([e + curve.offset for e in curve.epochs], curve.losses,
-                          train_losses=curve.train_losses, earlier=earlier)
-    pred = fit.epochs_to_target(target, consecutive)
+    progress = [e + curve.offset for e in curve.epochs]
+    fit = fit_convergence(progress, curve.losses, train_losses=curve.train_losses, earlier=earlier)
+    at, streak = met_in(curve.losses, target, consecutive)
+    if at is not None:   # the fitted curve, a compromise over all rows, may cross somewhere else
+        epoch = int(round(curve.epochs[at]))
+        return EpochsPrediction(epoch=epoch, lo=epoch, hi=epoch, reachable=True, asymptote=fit.b2,
+                                note=f"met in the file at epoch {epoch}")
+    pred = fit.epochs_to_target(target, consecutive, start=math.floor(progress[-1] + 1e-9), streak=streak)
     shift = (lambda e: None if e is None else int(round(e - curve.offset)))  # noqa: E731
     return replace(pred, epoch=shift(pred.epoch), lo=shift(pred.lo), hi=shift(pred.hi))
 
@@ -145,7 +153,8 @@ def estimate(
                         + (f", {consecutive} in a row" if consecutive > 1 else ""), show_header=False)
     table.add_column("")
     table.add_column("", justify="right")
-    table.add_row("epochs to target", "never (unreachable)" if pred.epoch is None else str(pred.epoch))
+    table.add_row("epochs to target", "never (unreachable)" if pred.epoch is None else str(pred.epoch)
+                  + (" (met in the file)" if pred.epoch is not None and pred.epoch <= data.epochs[-1] else ""))
     table.add_row("80% interval", f"[{_show(pred.lo)}, {_show(pred.hi, 'never')}]")
     table.add_row("asymptote b2", f"{pred.asymptote:.4g}")
     table.add_row("reachable", "yes" if pred.reachable else "no")

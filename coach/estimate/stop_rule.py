@@ -12,7 +12,7 @@ earlier run (`earlier_run`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from scipy.special import ndtr
@@ -48,3 +48,15 @@ def first_passage(level_at: Callable[[int], np.ndarray], n: int, sigma: float, t
         if np.all(np.isfinite(result)):
             break
     return result
+
+
+def met_in(losses: Sequence[float], target: float, consecutive: int) -> tuple[int | None, int]:
+    """The rule on recorded losses: the index of the loss that first completes `consecutive` in
+    a row at or below the target (None if none does), and how many of the last losses are at or
+    below it (the streak a prediction goes on from). NaN never reaches the target."""
+    streak = 0
+    for i, loss in enumerate(losses):
+        streak = streak + 1 if loss <= target else 0
+        if streak >= consecutive:
+            return i, streak
+    return None, streak

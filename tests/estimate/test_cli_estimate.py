@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from coach.cli.estimate import estimate
 from coach.errors import SpecError
+from tests.conftest import ROOT
 
 app = typer.Typer()
 app.command("estimate")(estimate)
@@ -69,8 +70,38 @@ def test_noisy_curve(tmp_path):
     k = np.arange(1, 31)
     y = 1 / (0.3 * k + 1.0) + 0.2 + rng.normal(0, 0.01, k.size)
     y[12] += 0.5
-    out = run(str(write_curve(tmp_path, k, y, header=None)), "--target", "0.3")   # truth: 30
+    # the first 20 rows, spike included: the noise-free curve crosses 0.3 at epoch 30
+    out = run(str(write_curve(tmp_path, k[:20], y[:20], header=None)), "--target", "0.3")
     assert out["reachable"] and abs(out["epochs_to_target"] - 30) <= 3
+    # all 30 rows: the noisy losses first got there at epoch 25, and the file says so
+    assert run(str(write_curve(tmp_path, k, y, header=None)), "--target", "0.3")["epochs_to_target"] == 25
+
+
+@pytest.mark.parametrize(
+    ("rows", "target", "consecutive", "expected"),
+    [
+        pytest.param(None, 1.0, 1, (11, 11, 11), id="met-in-the-file"),
+        pytest.param(None, 1.5, 3, (9, 9, 9), id="met-3-in-a-row"),
+        pytest.param(None, 0.3, 1, (29, 29, 29), id="met-at-the-last-rows"),
+        pytest.param(15, 0.5, 1, (19, 16, None), id="ahead-of-the-rows"),   # the file meets it at 19
+    ],
+)
+def test_the_answer_is_never_before_the_rows_that_do_not_meet_the_target(tmp_path, rows, target, consecutive,
+                                                                          expected):
+    """A recorded run (bench/curves/digits_mlp_sgd_lr0.01.csv). Where its rows meet the stop rule
+    that epoch is the answer; otherwise the prediction starts after the last row. Before, the fit
+    (weighted to the recent rows) was followed from epoch 1: target 1.0 came out as epoch 3,
+    where the loss was 1.91."""
+    lines = (ROOT / "bench" / "curves" / "digits_mlp_sgd_lr0.01.csv").read_text().splitlines()
+    path = tmp_path / "curve.csv"
+    path.write_text("\n".join(lines[:rows + 1] if rows else lines) + "\n")
+    out = run(str(path), "--target", str(target), "--consecutive", str(consecutive))
+    epoch, lo, hi = expected
+    assert out["reachable"] and out["epochs_to_target"] == epoch
+    if hi is not None:
+        assert out["interval"] == [lo, hi]
+    else:   # predicted: an interval around it, all of it after the rows
+        assert lo <= out["interval"][0] <= epoch <= out["interval"][1]
 
 
 def test_non_converging_curve_is_unreachable(tmp_path):
