@@ -111,8 +111,12 @@ def _loss_panel(ax, x: np.ndarray, epochs: Sequence[EpochRecord], target: float,
 
 
 def _ws_panel(ax, x: np.ndarray, epochs: Sequence[EpochRecord]) -> None:
-    ax.step(x, [e.workers for e in epochs], where="post", marker="o", ms=3, label="workers w")
-    ax.step(x, [e.servers for e in epochs], where="post", marker="s", ms=3, label="servers s")
+    # x is each epoch's end: an epoch's (w, s) spans the progress up to it ("pre"), from 0 for the first
+    edges = np.concatenate([[0.0], x])
+    for values, marker, label in (([e.workers for e in epochs], "o", "workers w"),
+                                  ([e.servers for e in epochs], "s", "servers s")):
+        (line,) = ax.step(edges, [values[0], *values], where="pre", label=label)
+        ax.plot(x, values, marker, ms=3, color=line.get_color())
     for xi, e in zip(x, epochs):
         if e.retries:
             ax.annotate(f"{e.retries} retr.", (xi, e.workers), fontsize=6, color="tab:red")

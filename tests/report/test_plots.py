@@ -184,3 +184,23 @@ def test_a_plateau_is_labelled_as_one(tmp_path, monkeypatch):
             for e, n in enumerate(noise, start=1)]   # stuck at chance level, training loss too
     labels = _loss_labels(tmp_path, monkeypatch, recs, target=0.5)
     assert any(label.startswith("fit: flat at 2.3") for label in labels), labels
+
+
+def test_workers_and_servers_are_drawn_over_the_epoch_they_ran(tmp_path, monkeypatch):
+    """Each point sits at its epoch's end, so its (w, s) spans the progress up to it: drawn from
+    there on ("post"), an epoch showed the next epoch's (w, s)."""
+    from coach.report import plots
+
+    figures = []
+    monkeypatch.setattr(plots.plt, "close", figures.append)
+    recs = [EpochRecord("job1", "training", e, w, s, 1.0, 1.0 / e, 5.0, 4000, 800.0, 0.02)
+            for e, (w, s) in enumerate([(1, 1), (2, 1), (2, 2), (1, 2)], start=1)]
+    plot_job(tmp_path / "job.png", recs, target=0.1, fit=None, speed=None)
+    ax = next(a for a in figures[0].axes if a.get_title() == "workers and servers per epoch")
+    drawn = {line.get_label(): line for line in ax.get_lines()}
+    for label, role in (("workers w", "workers"), ("servers s", "servers")):
+        xs, ys = (np.asarray(v, dtype=float) for v in drawn[label].get_path().vertices.T)
+        # the drawn path's horizontal pieces (x from, x to, y)
+        flat = [(xs[i], xs[i + 1], ys[i]) for i in range(len(xs) - 1) if ys[i] == ys[i + 1] and xs[i] < xs[i + 1]]
+        for e, r in enumerate(recs, start=1):   # the middle of epoch e: progress e − ½
+            assert {y for a, b, y in flat if a < e - 0.5 < b} == {getattr(r, role)}, (label, e, flat)
