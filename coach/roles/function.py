@@ -123,13 +123,16 @@ class FunctionRuntime:
         if not self._server.alive():
             self._server.close()
             self._server = ForkServer()
-        self._server.send(task)
+        server = self._server   # `_watch` may replace a stuck one
+        server.send(task)
         status, body = self._watch(task, t0)
         body.setdefault("role", task.role)
         # charged from when the replica could serve: its start-up (importing MXNet) is not the
         # event's, as on Nuclio, where a replica takes events once its handler has loaded;
-        # charging it when an event happened to wait for it cost one of two identical jobs 4× more
-        body["function_s"] = time.monotonic() - max(t0, self._server.ready_at or t0)
+        # charging it when an event happened to wait for it cost one of two identical jobs 4× more.
+        # Never ready (killed or aborted while importing, e.g. by a Ctrl-C): it served nothing
+        ready = server.ready_at
+        body["function_s"] = 0.0 if ready is None else time.monotonic() - max(t0, ready)
         if status != 200:
             context.logger.warn(f"{task.job_id} epoch {task.epoch} {task.role}: {body.get('error')}")
         return status, body

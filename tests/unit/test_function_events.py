@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import threading
+import time
+from pathlib import Path
 from typing import Iterator
 
 import httpx
@@ -97,6 +102,32 @@ def test_an_event_is_not_charged_for_the_replica_start_up(tmp_path) -> None:
         assert r.status_code == 409, r.text
         waited = r.elapsed.total_seconds()
         assert waited - r.json()["function_s"] > 0.5, (waited, r.json())   # importing MXNet takes 1-10 s here
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_a_replica_killed_before_it_could_serve_charges_nothing() -> None:
+    """A Ctrl-C reaches a fresh replica's fork-server while it still imports MXNet: the event
+    ends at once, and none of the time it waited is charged (before, all of it was: a job
+    stopped 4 s after submit was charged 7 times a finished mini-epoch)."""
+    proc = subprocess.Popen([sys.executable, "-m", "coach.backends.local.processor",
+                             str(ROOT / "functions" / "worker")], stdout=subprocess.PIPE, cwd=ROOT)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode()
+        assert line.startswith("listening "), line
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        assert len(children) == 1, children   # the fork-server, importing MXNet (1-10 s here)
+        answer: list[httpx.Response] = []
+        poster = threading.Thread(target=lambda: answer.append(httpx.post(
+            f"http://127.0.0.1:{line.split()[1]}/", json=dict(VALID, deadline_s=60), timeout=120)))
+        poster.start()
+        time.sleep(0.3)
+        os.kill(int(children[0]), signal.SIGKILL)
+        poster.join(60)
+        assert answer and answer[0].status_code == 500 and "fork-server" in answer[0].json()["error"], answer
+        assert answer[0].json()["function_s"] == 0.0
     finally:
         proc.terminate()
         proc.wait(10)
