@@ -70,15 +70,19 @@ def _overheads(history: list[EpochRecord]) -> list[float]:
 
 def _mini_epoch_cost(history: list[EpochRecord], w: int, s: int, spec: JobSpec) -> float | None:
     """What the next tuning mini-epoch on (w, s) will cost: its samples at the last measured
-    rate plus the smallest start-up measured so far. Start-up is most of a mini-epoch's cost
+    rate plus the smallest start-up charged so far. Start-up is most of a mini-epoch's cost
     (about a second warm); leaving it out, as this once did, let mini-epochs start that the
-    budget could not buy. After only the first mini-epoch, whose start-up includes every
-    replica's `import mxnet`, the second is judged by that: conservative, on the budget's side."""
-    overheads = _overheads(history)
-    if not overheads or history[-1].samples_per_s <= 0:
+    budget could not buy. Charged, not wall-clock: a replica's `import mxnet` (most of the first
+    mini-epoch's wall time) is not charged, and counting it stopped a job as `budget_exhausted`
+    with a mini-epoch predicted at 1.8× what the whole job cost."""
+    last = history[-1] if history else None
+    if last is None or last.samples_per_s <= 0:
         return None
-    seconds = history[-1].samples / history[-1].samples_per_s + overheads[0]
-    return epoch_cost(w, s, spec.resources, seconds, spec.prices)
+    def charged_s(r: EpochRecord) -> float:   # the record's cost as seconds of all its functions
+        per_second = epoch_cost(r.workers, r.servers, spec.resources, 1.0, spec.prices)
+        return r.cost / per_second if per_second > 0 else 0.0
+    start_up = min(max(0.0, charged_s(r) - r.samples / r.samples_per_s) for r in history if r.samples_per_s > 0)
+    return epoch_cost(w, s, spec.resources, last.samples / last.samples_per_s + start_up, spec.prices)
 
 
 def _known_not_to_help(history: list[EpochRecord], w: int, s: int) -> str | None:
