@@ -353,6 +353,9 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
         raise r.fail("momentum", f"must be < 1 (at 1 or more the updates grow without bound), got {momentum:g}")
     consecutive = r.number("consecutive", 3, integer=True, ge=1)
     max_epochs = r.number("max_epochs", 50, integer=True, ge=1)
+    if consecutive > max_epochs and "consecutive" not in r.data:   # the file set max_epochs only
+        raise r.fail("max_epochs", f"must be >= consecutive ({consecutive} by default): the stop rule needs "
+                                   f"{consecutive} training epochs in a row, got {max_epochs}")
     if consecutive > max_epochs:
         raise r.fail("consecutive", f"must be <= max_epochs ({max_epochs}): the stop rule needs "
                                     f"{consecutive} training epochs in a row, got {consecutive}")

@@ -138,7 +138,8 @@ def submit(job_files: List[Path] = typer.Argument(..., help="One or more job fil
 def resume(job_id: str = typer.Argument(..., help="A stopped, failed, budget-exhausted, max-epochs or "
                                                   "interrupted job."),
            budget: Optional[float] = typer.Option(None, help="Raise the job's budget to this.", min=0),
-           max_epochs: Optional[int] = typer.Option(None, "--max-epochs", help="Raise the job's max_epochs.", min=1),
+           max_epochs: Optional[int] = typer.Option(None, "--max-epochs", min=1, help=(
+               "A new max_epochs for the job (above the training epochs it has run).")),
            backend: str = BackendOpt, cpu: Optional[float] = CpuOpt, json_out: bool = JsonOpt) -> None:
     """Continue a job from its last checkpoint and its recorded epochs."""
     import dataclasses
@@ -166,6 +167,9 @@ def resume(job_id: str = typer.Argument(..., help="A stopped, failed, budget-exh
                          "give a larger --budget")
     trained = sum(1 for e in store.epochs(job.job_id) if e.phase == "training")
     limit = max_epochs or spec.max_epochs
+    if trained >= limit and max_epochs is not None:
+        raise SpecError("--max-epochs", "", f"{job.job_id} has run {trained} training epochs already; "
+                                            f"give more than {trained}, got {max_epochs}")
     if trained >= limit:
         raise CoachError(f"{job.job_id} has run {trained} training epochs, its max_epochs is {limit}; "
                          "give a larger --max-epochs")

@@ -278,6 +278,9 @@ def test_a_cifar10_folder_that_shrank_before_a_resume_fails_before_any_epoch(tmp
                            workers=1, servers=1))
     [rec] = json.loads(run_coach("submit", str(job), "--json").stdout)
     assert rec["status"] == "max_epochs", rec
+    fewer = run_coach("resume", rec["job_id"], "--max-epochs", "3")   # not above the 3 epochs it ran
+    assert fewer.returncode == 2 and "Traceback" not in fewer.stderr, fewer.stderr
+    assert "--max-epochs: " in fewer.stderr and "give more than 3, got 3" in fewer.stderr, fewer.stderr
     _write_cifar(tmp_path / "c", per_batch=10)         # now 48 for training
     again = run_coach("resume", rec["job_id"], "--max-epochs", "4")
     assert again.returncode == 1 and "Traceback" not in again.stderr, again.stderr

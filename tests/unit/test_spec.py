@@ -119,7 +119,9 @@ BROKEN = [
     ("model-mapping-extra", dict(GOOD, model={"name": "mlp", "extra": 1}), "model", "exactly one of name or file"),
     ("prices-zero", dict(GOOD, prices=0), "prices", "must be a mapping"),
     ("resources-false", dict(GOOD, resources=False), "resources", "must map roles"),
-    ("rule-longer-than-run", dict(GOOD, max_epochs=2), "consecutive", "<= max_epochs (2)"),
+    ("rule-longer-than-run", dict(GOOD, max_epochs=2, consecutive=3), "consecutive", "<= max_epochs (2)"),
+    # the file sets max_epochs only: named, not the consecutive it never set
+    ("run-shorter-than-default-rule", dict(GOOD, max_epochs=1), "max_epochs", ">= consecutive (3 by default)"),
     ("momentum-one", dict(GOOD, momentum=5), "momentum", "must be < 1"),
     ("infinite-cpu", dict(GOOD, resources={"worker": {"cpu": float("inf")}}), "resources.worker.cpu", "cores"),
     ("memory-in-bytes", dict(GOOD, resources={"worker": {"memory": 1073741824}}), "resources.worker.memory",
