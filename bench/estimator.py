@@ -50,6 +50,7 @@ from coach.estimate import (  # noqa: E402
     fit_speed,
 )
 from coach.estimate.earlier_run import MIN_EPOCHS  # noqa: E402
+from coach.estimate.stop_rule import met_in  # noqa: E402
 
 TARGET_FRACTIONS = (0.5, 0.75, 1.0)
 HORIZONS = (0.2, 0.5)
@@ -113,7 +114,7 @@ def convergence_benchmark(consecutive: int) -> tuple[list[dict], dict]:
                     fit = fit_cut = None
                 for suffix, f in (("", fit and dataclasses.replace(fit, earlier=())), (" others", fit),
                                   (" others cut", fit and dataclasses.replace(fit, earlier=fit_cut.earlier))):
-                    p = None if f is None else f.epochs_to_target(target, consecutive)
+                    p = None if f is None else _ask(f, epochs, losses, seen, target, consecutive)
                     case[f"pred@{h:.0%}{suffix}"] = None if p is None else p.epoch
                     case[f"err@{h:.0%}{suffix}"], case[f"covered@{h:.0%}{suffix}"] = _judge(p, n_true)
                 case[f"seen@{h:.0%}"] = seen
@@ -124,6 +125,13 @@ def convergence_benchmark(consecutive: int) -> tuple[list[dict], dict]:
     summary = {f"{h:.0%}{suffix}": {name: _errors(group, f"{h:.0%}{suffix}") for name, group in groups.items() if group}
                for suffix in ("", " others", " others cut") for h in HORIZONS}
     return cases, summary
+
+
+def _ask(fit, epochs: np.ndarray, losses: np.ndarray, seen: int, target: float, consecutive: int):
+    """The stop epoch as the job loop asks for it after `seen` epochs (`coach.estimate.eta`):
+    from the last epoch seen on, with the losses already at or below the target counted."""
+    return fit.epochs_to_target(target, consecutive, start=int(epochs[seen - 1]),
+                                streak=met_in(losses[:seen], target, consecutive)[1])
 
 
 def _judge(p, n_true: int) -> tuple[float, bool]:
@@ -211,7 +219,7 @@ def earlier_run_benchmark(consecutive: int) -> dict:
                                           train_losses=None if train is None else train[:seen])
                     row = {"horizon": f"{h:.0%}"}
                     for method, f in (("alone", dataclasses.replace(fit, earlier=())), ("with earlier run", fit)):
-                        p = f.epochs_to_target(target, consecutive)
+                        p = _ask(f, epochs, losses, seen, target, consecutive)
                         row[method], row[f"{method} covered"] = _judge(p, n_true)
                     row["weight"] = p.earlier_weight
                     rows.append(row)
