@@ -156,20 +156,23 @@ def test_static_job_with_tight_budget_stops_as_budget_exhausted(tmp_path: Path, 
 
 def test_a_tiny_dynamic_budget_ends_tuning_and_is_overspent_by_one_epoch_at_most(tmp_path: Path,
                                                                                   coach_home: Path) -> None:
-    # 1e-4 buys ~4 s on (1, 1), about the first mini-epoch's wall time with its cold start. After
-    # it, nothing that would not fit is started: the next mini-epoch is predicted with the start-up
-    # measured, and (2, 1) costs 1.6x (1, 1) per second, so tuning ends there (counting only the
-    # samples, (2, 1) started and overspent). How many (1, 1) epochs the rest buys depends on the
-    # machine's speed (one on a slow one, ten on a fast one), so the target is out of reach and
-    # the test asserts the rule, not a count: stopped on the budget, over it by one epoch at most.
-    job = write_job(tmp_path / "b.yaml", name="tiny", **dict(FAST_JOB, allocation="dynamic", budget=1e-4,
+    # 2.5e-5 (a second of (1, 1), the least a job file may give) buys the first mini-epoch (about
+    # 1e-5 charged here: the replicas' import of MXNet, most of its wall time, is not charged) and
+    # at most one more: each is predicted with the start-up charged so far, and (2, 1) costs 1.6x
+    # (1, 1) per second. Where tuning ends depends on the machine's speed, so the test asserts the
+    # rule: it ends on the budget (counting only the samples, (2, 1) started and overspent;
+    # counting the wall-clock start-up, import included, tuning ended after (1, 1) even at 1e-4,
+    # where three mini-epochs and two training epochs fit), the target is out of reach, and the
+    # job stops on its budget, over it by one epoch at most.
+    job = write_job(tmp_path / "b.yaml", name="tiny", **dict(FAST_JOB, allocation="dynamic", budget=2.5e-5,
                                                              target_loss=0.001))
     proc = run_coach("submit", str(job), "--json")
     assert proc.returncode == 1, proc.stderr
     [rec] = json.loads(proc.stdout)
     assert rec["status"] == "budget_exhausted", rec
     records = _history(rec["job_id"])
-    assert [(r["phase"], r["workers"], r["servers"]) for r in records if r["phase"] == "tuning"] == [("tuning", 1, 1)]
+    tuned = [(r["workers"], r["servers"]) for r in records if r["phase"] == "tuning"]
+    assert tuned[:1] == [(1, 1)] and len(tuned) <= 2, tuned
     assert rec["spent"] == pytest.approx(sum(r["cost"] for r in records))
     assert rec["spent"] <= rec["budget"] + max(r["cost"] for r in records), records
     events = json.loads(run_coach("events", rec["job_id"], "--json", check=True).stdout)
