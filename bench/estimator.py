@@ -61,12 +61,8 @@ INTERVAL_COVERAGE = 0.8   # what an 80% interval should do
 
 def stop_epoch(epochs: np.ndarray, losses: np.ndarray, target: float, consecutive: int) -> int | None:
     """First epoch at which the last `consecutive` losses are all ≤ target (the stop rule)."""
-    run = 0
-    for e, loss in zip(epochs, losses):
-        run = run + 1 if loss <= target else 0
-        if run >= consecutive:
-            return int(e)
-    return None
+    at = met_in(losses, target, consecutive)[0]
+    return None if at is None else int(epochs[at])
 
 
 def targets_for(epochs: np.ndarray, losses: np.ndarray, consecutive: int) -> list[tuple[float, int]]:
