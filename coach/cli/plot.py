@@ -32,7 +32,8 @@ def plot(job_id: str = typer.Argument(...),
     fit, speed = fit_history(epochs, int(spec.get("batch_size", 64)), n_train, earlier=earlier)
     try:
         path = plot_job(output, epochs, job.target_loss, fit, speed, consecutive=int(spec.get("consecutive", 3)),
-                        title=f"{job.job_id} ({job.status})", samples_per_epoch=n_train)
+                        title=f"{job.job_id} ({job.status})", samples_per_epoch=n_train,
+                        limits=(spec["max_workers"], spec["max_servers"]) if "max_servers" in spec else None)
     except OSError as e:
         raise CoachError(f"{output}: cannot write the plot: {e.strerror or e}") from None
     print(path)

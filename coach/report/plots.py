@@ -36,17 +36,18 @@ from coach.state.records import EpochRecord  # noqa: E402
 
 def plot_job(out: Path, epochs: Sequence[EpochRecord], target: float, fit: ConvergenceFit | None,
              speed: SpeedModel | None, consecutive: int = 3, title: str | None = None,
-             samples_per_epoch: float | None = None) -> Path:
+             samples_per_epoch: float | None = None, limits: tuple[int, int] | None = None) -> Path:
     """Draw the three panels into `out` (PNG) and return its path. `samples_per_epoch`: the
     training split's size, which places tuning mini-epochs where the job loop's fit did
-    (None: the training epochs' median, see `progress_of`)."""
+    (None: the training epochs' median, see `progress_of`). `limits`: the job's max_workers and
+    max_servers, beyond which the speed surface is not drawn (the job never runs there)."""
     out = Path(out)
     fig, (ax_loss, ax_ws, ax_speed) = plt.subplots(1, 3, figsize=(16, 4.8))
     fig.suptitle(title or (f"job {epochs[0].job_id}" if epochs else "job"))
     x = np.array(progress_of(epochs, samples_per_epoch), dtype=float)
     _loss_panel(ax_loss, x, epochs, target, fit, consecutive)
     _ws_panel(ax_ws, x, epochs)
-    _speed_panel(fig, ax_speed, epochs, speed)
+    _speed_panel(fig, ax_speed, epochs, speed, limits)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=100)
@@ -130,15 +131,18 @@ def _ws_panel(ax, x: np.ndarray, epochs: Sequence[EpochRecord]) -> None:
     ax.grid(alpha=0.3)
 
 
-def _speed_panel(fig, ax, epochs: Sequence[EpochRecord], speed: SpeedModel | None) -> None:
+def _speed_panel(fig, ax, epochs: Sequence[EpochRecord], speed: SpeedModel | None,
+                 limits: tuple[int, int] | None) -> None:
     ax.set_title("speed model f(w, s)" + (f": {speed.form}" if speed else ""))
     ax.set_xlabel("workers w")
     ax.set_ylabel("servers s")
     if speed is None:
         ax.text(0.5, 0.5, "no speed model yet", ha="center", va="center", transform=ax.transAxes)
         return
-    w_max = max([e.workers for e in epochs] + [1]) + 2
+    w_max = max([e.workers for e in epochs] + [1]) + 2   # a little past what was measured ...
     s_max = max([e.servers for e in epochs] + [1]) + 1
+    if limits is not None:                                 # ... but not past what the job may run
+        w_max, s_max = min(w_max, max(limits[0], 1)), min(s_max, max(limits[1], 1))
     grid = np.array([[speed.predict(w, s) for w in range(1, w_max + 1)] for s in range(1, s_max + 1)])
     im = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis",
                    extent=(0.5, w_max + 0.5, 0.5, s_max + 0.5))

@@ -204,3 +204,22 @@ def test_workers_and_servers_are_drawn_over_the_epoch_they_ran(tmp_path, monkeyp
         flat = [(xs[i], xs[i + 1], ys[i]) for i in range(len(xs) - 1) if ys[i] == ys[i + 1] and xs[i] < xs[i + 1]]
         for e, r in enumerate(recs, start=1):   # the middle of epoch e: progress e − ½
             assert {y for a, b, y in flat if a < e - 0.5 < b} == {getattr(r, role)}, (label, e, flat)
+
+
+@pytest.mark.parametrize(("limits", "shown"), [((2, 2), (2, 2)), ((8, 4), (4, 3)), (None, (4, 3))])
+def test_the_speed_surface_stops_at_the_job_limits(tmp_path, monkeypatch, limits, shown):
+    """Drawn a little past the (w, s) measured (here up to (2, 2)), but never past the job's
+    max_workers / max_servers: the planner never goes there, a colour there only misleads."""
+    from coach.state.store import Store
+
+    monkeypatch.setenv("COACH_HOME", str(tmp_path / "home"))
+    store = Store()
+    spec = {"dataset": {"name": "mnist-5k"}, "batch_size": 64, "consecutive": 3}
+    if limits:
+        spec.update(max_workers=limits[0], max_servers=limits[1])
+    store.create_job("job1", "job", "x.yaml", spec, 0.45, 1.0)
+    for r in records(8):
+        store.record_epoch(r)
+    ax = next(a for a in _plot_command(tmp_path, monkeypatch).axes if a.get_title().startswith("speed model"))
+    [surface] = ax.get_images()
+    assert surface.get_array().shape == (shown[1], shown[0])
