@@ -220,7 +220,9 @@ def status(job_id: Optional[str] = typer.Argument(None, help="One job (default: 
 
 
 def history(job_id: str = typer.Argument(...), json_out: bool = JsonOpt) -> None:
-    """One record per epoch (tuning mini-epochs first), each recorded once."""
+    """One record per epoch (tuning mini-epochs first), each recorded once. Its rate is that of
+    the training steps (what the speed model fits), not samples / duration: the duration also
+    holds start-up, validation and the checkpoint."""
     store = Store()
     epochs = store.epochs(job_id)
     if json_out:
@@ -228,7 +230,7 @@ def history(job_id: str = typer.Argument(...), json_out: bool = JsonOpt) -> None
         return
     rows = [{"phase": e.phase, "epoch": e.epoch, "(w, s)": f"({e.workers}, {e.servers})",
              "train loss": f"{e.train_loss:.4g}", "val loss": f"{e.val_loss:.4g}",
-             "duration": f"{e.duration_s:.1f}s", "samples/s": f"{e.samples_per_s:.0f}",
+             "duration": f"{e.duration_s:.1f}s", "training samples/s": f"{e.samples_per_s:.0f}",
              "cost": f"{e.cost:.4g}", "retries": e.retries} for e in epochs]
     if not rows:   # an empty table prints as a blank line
         console.print(f"{store.job(job_id).job_id} has no recorded epochs yet")
