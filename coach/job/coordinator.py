@@ -155,8 +155,8 @@ class Coordinator:
         self._held[job_id] = _Held(grant.workers, grant.servers, cpu, mem, time.monotonic(), None)
 
     def _lease(self, job_id: str, asked_at: float, before: _Held | None) -> bool:
-        """Lease what the job holds here (just granted) in the store too; refused (another process took the
-        cores first, or asked before), this process holds again what it held `before`."""
+        """Lease what the job holds here (just granted) in the store too; refused (another process
+        took the cores first, or asked before), this process holds again what it held `before`."""
         held = self._held[job_id]
         ok = self._store is None or self._store.take_lease(job_id, held.cpu, held.memory_gib, self.capacity.cpu,
                                                            self.capacity.memory_gib, asked_at)

@@ -75,12 +75,14 @@ def _mini_epoch_cost(history: list[EpochRecord], w: int, s: int, spec: JobSpec) 
     budget could not buy. Charged, not wall-clock: a replica's `import mxnet` (most of the first
     mini-epoch's wall time) is not charged, and counting it stopped a job as `budget_exhausted`
     with a mini-epoch predicted at 1.8× what the whole job cost."""
-    last = history[-1] if history else None
-    if last is None or last.samples_per_s <= 0:
+    if not history or history[-1].samples_per_s <= 0:
         return None
+    last = history[-1]
+
     def charged_s(r: EpochRecord) -> float:   # the record's cost as seconds of all its functions
         per_second = epoch_cost(r.workers, r.servers, spec.resources, 1.0, spec.prices)
         return r.cost / per_second if per_second > 0 else 0.0
+
     start_up = min(max(0.0, charged_s(r) - r.samples / r.samples_per_s) for r in history if r.samples_per_s > 0)
     return epoch_cost(w, s, spec.resources, last.samples / last.samples_per_s + start_up, spec.prices)
 

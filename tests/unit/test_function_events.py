@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
@@ -22,16 +23,26 @@ VALID = dict(job_id="j", epoch=1, attempt="a", role="worker", root_uri="127.0.0.
              model={"name": "mlp"}, hyper={"batch_size": 32}, checkpoint_out="/tmp/x")
 
 
-@pytest.fixture(scope="module")
-def worker_url() -> Iterator[str]:
+@contextmanager
+def fresh_replica() -> Iterator[tuple[subprocess.Popen, str]]:
+    """A worker function's replica (the local processor) and its URL, as soon as it listens:
+    its fork-server is still importing MXNet."""
     proc = subprocess.Popen([sys.executable, "-m", "coach.backends.local.processor",
                              str(ROOT / "functions" / "worker")], stdout=subprocess.PIPE, cwd=ROOT)
-    assert proc.stdout is not None
-    line = proc.stdout.readline().decode()
-    assert line.startswith("listening "), line
-    yield f"http://127.0.0.1:{line.split()[1]}/"
-    proc.terminate()
-    proc.wait(10)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode()
+        assert line.startswith("listening "), line
+        yield proc, f"http://127.0.0.1:{line.split()[1]}/"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def worker_url() -> Iterator[str]:
+    with fresh_replica() as (_, url):
+        yield url
 
 
 CASES = [
@@ -89,45 +100,28 @@ def test_an_event_is_not_charged_for_the_replica_start_up(tmp_path) -> None:
     """A fresh replica imports MXNet before it can fork a role; an event that arrives meanwhile
     waits. That wait is the replica's start-up, not the event's: charging it made the cost of
     two identical jobs submitted together differ 4×, by which one's first event came first."""
-    proc = subprocess.Popen([sys.executable, "-m", "coach.backends.local.processor",
-                             str(ROOT / "functions" / "worker")], stdout=subprocess.PIPE, cwd=ROOT)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline().decode()
-        assert line.startswith("listening "), line
+    with fresh_replica() as (_, url):
         abort = tmp_path / "abort"
         abort.write_text("another role failed")   # the role is killed as soon as it starts
-        r = httpx.post(f"http://127.0.0.1:{line.split()[1]}/", timeout=120,
-                       json=dict(VALID, deadline_s=60, abort_file=str(abort)))
+        r = httpx.post(url, timeout=120, json=dict(VALID, deadline_s=60, abort_file=str(abort)))
         assert r.status_code == 409, r.text
         waited = r.elapsed.total_seconds()
         assert waited - r.json()["function_s"] > 0.5, (waited, r.json())   # importing MXNet takes 1-10 s here
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def test_a_replica_killed_before_it_could_serve_charges_nothing() -> None:
     """A Ctrl-C reaches a fresh replica's fork-server while it still imports MXNet: the event
     ends at once, and none of the time it waited is charged (before, all of it was: a job
     stopped 4 s after submit was charged 7 times a finished mini-epoch)."""
-    proc = subprocess.Popen([sys.executable, "-m", "coach.backends.local.processor",
-                             str(ROOT / "functions" / "worker")], stdout=subprocess.PIPE, cwd=ROOT)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline().decode()
-        assert line.startswith("listening "), line
+    with fresh_replica() as (proc, url):
         children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
         assert len(children) == 1, children   # the fork-server, importing MXNet (1-10 s here)
         answer: list[httpx.Response] = []
         poster = threading.Thread(target=lambda: answer.append(httpx.post(
-            f"http://127.0.0.1:{line.split()[1]}/", json=dict(VALID, deadline_s=60), timeout=120)))
+            url, json=dict(VALID, deadline_s=60), timeout=120)))
         poster.start()
         time.sleep(0.3)
         os.kill(int(children[0]), signal.SIGKILL)
         poster.join(60)
         assert answer and answer[0].status_code == 500 and "fork-server" in answer[0].json()["error"], answer
         assert answer[0].json()["function_s"] == 0.0
-    finally:
-        proc.terminate()
-        proc.wait(10)
