@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Iterable, Mapping, TextIO
 
 from rich.console import Console
 
@@ -25,9 +25,23 @@ def duration(seconds: float | None) -> str:
     return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
 
 
-def elapsed(job: JobRecord) -> float:
-    end = job.updated_at if job.status in FINAL_STATUSES else time.time()
-    return end - job.created_at
+def elapsed(job: JobRecord, events: Iterable[Mapping[str, Any]] = (), now: float | None = None) -> float:
+    """Seconds some process ran the job: from submit to its end, less the time it sat stopped
+    between a final status and the `coach resume` that took it up again (a job stopped on Friday
+    and resumed on Monday did not train over the weekend). `events` are the job's, in order; a
+    run that left no final status (its process was killed) ends at the last event it recorded."""
+    total, start, last = 0.0, job.created_at, job.created_at
+    for e in events:
+        if e["kind"] == "resumed":
+            total += (last - start) if start is not None else 0.0
+            start = e["ts"]
+        elif e["kind"] in FINAL_STATUSES and start is not None:
+            total += e["ts"] - start
+            start = None
+        last = e["ts"]
+    if start is not None:
+        total += (job.updated_at if job.status in FINAL_STATUSES else time.time() if now is None else now) - start
+    return total
 
 
 def eta_text(job: JobRecord, now: float | None = None) -> str:
@@ -69,17 +83,17 @@ def loss_text(job: JobRecord) -> str:
     return f"{val} / {job.target_loss:g}{f' after {job.val_epoch}' if job.val_epoch not in ('', shown) else ''}"
 
 
-def job_row(job: JobRecord) -> dict[str, str]:
+def job_row(job: JobRecord, events: Iterable[Mapping[str, Any]] = ()) -> dict[str, str]:
     return {
         "job": job.job_id, "status": job.status, "epoch": str(job.epoch),
         "val loss / target": loss_text(job), "(w, s)": f"({job.workers}, {job.servers})",
-        "cost / budget": f"{job.spent:.4g} / {job.budget:g}", "elapsed": duration(elapsed(job)),
+        "cost / budget": f"{job.spent:.4g} / {job.budget:g}", "elapsed": duration(elapsed(job, events)),
         "ETA": eta_text(job),
     }
 
 
-def progress_line(job: JobRecord) -> str:
-    r = job_row(job)
+def progress_line(job: JobRecord, events: Iterable[Mapping[str, Any]] = ()) -> str:
+    r = job_row(job, events)
     line = (f"{r['job']}  {r['status']:<9} epoch {r['epoch']:>3}  val {r['val loss / target']}  "
             f"(w, s)={r['(w, s)']}  cost {r['cost / budget']}  {r['elapsed']}")
     if r["ETA"] != "-":

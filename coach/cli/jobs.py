@@ -15,7 +15,7 @@ from rich.table import Table
 from coach.cli import format as fmt
 from coach.cli.format import PipeSafeConsole
 from coach.errors import CoachError, SpecError
-from coach.state.records import FINAL_STATUSES
+from coach.state.records import FINAL_STATUSES, JobRecord
 from coach.state.store import Store
 
 console = PipeSafeConsole(stderr=True, soft_wrap=True)
@@ -79,6 +79,11 @@ def _table(rows: list[dict[str, Any]], title: str | None = None) -> Table:
     return t
 
 
+def _job_json(store: Store, job: JobRecord) -> dict[str, Any]:
+    """A job as `--json` gives it, the same from `submit`, `resume` and `status`."""
+    return dict(job.to_dict(), elapsed_s=fmt.elapsed(job, store.events(job.job_id)))
+
+
 def _run(specs: dict[str, Any], backend: Any, json_out: bool, store: Store) -> None:
     from coach.cli.progress import watch
     from coach.job.submit import request_stop, run_jobs
@@ -99,7 +104,7 @@ def _run(specs: dict[str, Any], backend: Any, json_out: bool, store: Store) -> N
         signal.signal(signal.SIGTERM, old_term)
     jobs = [store.job(j) for j in specs]
     if json_out:
-        out.print_json(json.dumps([j.to_dict() for j in jobs]))
+        out.print_json(json.dumps([_job_json(store, j) for j in jobs]))
     else:
         for j in jobs:
             colour = "green" if j.status == "succeeded" else "red"
@@ -205,11 +210,11 @@ def status(job_id: Optional[str] = typer.Argument(None, help="One job (default: 
     store = Store()
     jobs, unreadable = ([store.job(job_id)], []) if job_id is not None else store.read_jobs()
     if json_out:
-        out.print_json(json.dumps([dict(j.to_dict(), elapsed_s=fmt.elapsed(j)) for j in jobs]))
+        out.print_json(json.dumps([_job_json(store, j) for j in jobs]))
     elif not jobs and not unreadable:
         console.print(f"no jobs yet in {store.path}")
     elif jobs:
-        out.print(_table([fmt.job_row(j) for j in jobs]))
+        out.print(_table([fmt.job_row(j, store.events(j.job_id)) for j in jobs]))
         for j in jobs:
             if j.message and j.status in FINAL_STATUSES or j.message.startswith("waiting"):
                 out.print(f"{j.job_id}: {j.message}")

@@ -40,7 +40,7 @@ def _show(store: Store, job_ids: list[str], finished: Callable[[], bool], consol
         with Live(console=console, refresh_per_second=4, transient=False) as live:
             while True:
                 done = finished()
-                live.update(Text("\n".join(progress_line(store.job(j)) for j in job_ids)))
+                live.update(Text("\n".join(progress_line(store.job(j), store.events(j)) for j in job_ids)))
                 if done:
                     return
                 time.sleep(REFRESH_S)
@@ -52,7 +52,7 @@ def _show(store: Store, job_ids: list[str], finished: Callable[[], bool], consol
             key = (job.status, job.epoch, job.val_loss, job.workers, job.servers, job.message)
             if last.get(j) != key:
                 last[j] = key
-                print(progress_line(job), file=sys.stderr, flush=True)
+                print(progress_line(job, store.events(j)), file=sys.stderr, flush=True)
         if done:
             return
         time.sleep(REFRESH_S)

@@ -44,6 +44,7 @@ def test_stop_then_resume_continues_from_the_checkpoint(tmp_path: Path, coach_ho
     before = json.loads(run_coach("history", job_id, "--json", check=True).stdout)
     assert before and all(r["phase"] == "training" for r in before)
 
+    time.sleep(3)   # sits stopped: not part of its elapsed time
     again = run_coach("resume", job_id, "--json")
     assert again.returncode == 0, again.stderr
     [rec] = json.loads(again.stdout)
@@ -52,8 +53,10 @@ def test_stop_then_resume_continues_from_the_checkpoint(tmp_path: Path, coach_ho
     assert after[:len(before)] == before, "what was recorded before the stop is intact"
     assert [r["epoch"] for r in after] == list(range(1, len(after) + 1))
     assert after[len(before)]["val_loss"] < before[0]["val_loss"], "resumed from the checkpoint, not from scratch"
-    events = [e["kind"] for e in json.loads(run_coach("events", job_id, "--json", check=True).stdout)]
-    assert events.count("stopped") == 1 and "resumed" in events and events[-1] == "succeeded"
+    events = json.loads(run_coach("events", job_id, "--json", check=True).stdout)
+    kinds = [e["kind"] for e in events]
+    assert kinds.count("stopped") == 1 and "resumed" in kinds and kinds[-1] == "succeeded"
+    assert 0 < rec["elapsed_s"] < events[-1]["ts"] - events[0]["ts"] - 2.5, (rec["elapsed_s"], events)
 
 
 def test_a_resumed_job_trains_its_model_file_as_submitted(tmp_path: Path, coach_home: Path) -> None:

@@ -1,10 +1,10 @@
-"""What `coach status` and the live progress line say about a job's ETA and loss."""
+"""What `coach status` and the live progress line say about a job's ETA, loss and elapsed time."""
 
 from __future__ import annotations
 
 import pytest
 
-from coach.cli.format import eta_text, loss_text
+from coach.cli.format import elapsed, eta_text, loss_text
 from coach.state.records import JobRecord
 
 NOW = 1_800_000_000.0
@@ -65,3 +65,32 @@ def test_eta_text(record: JobRecord, expected: str) -> None:
 )
 def test_loss_text(record: JobRecord, expected: str) -> None:
     assert loss_text(record) == expected
+
+
+def ev(ts: float, kind: str) -> dict:
+    return {"ts": NOW + ts, "kind": kind, "message": ""}
+
+
+@pytest.mark.parametrize(
+    ("status", "updated", "events", "now", "expected"),
+    [
+        pytest.param("training", 5, [ev(0, "submitted"), ev(5, "plan")], 100, 100, id="running"),
+        pytest.param("succeeded", 40, [ev(0, "submitted"), ev(40, "succeeded")], 100, 40, id="finished"),
+        # stopped at 40 s, resumed at 1000 s, read at 1100 s: the 960 s stopped do not count (it read 1100 s)
+        pytest.param("training", 1000, [ev(0, "submitted"), ev(40, "stopped"), ev(1000, "resumed")], 1100, 140,
+                     id="resumed"),
+        pytest.param("stopped", 1030,
+                     [ev(0, "submitted"), ev(40, "stopped"), ev(1000, "resumed"), ev(1030, "stopped")], 1100, 70,
+                     id="stopped-twice"),
+        # its process was killed after its plan at 30 s; `coach resume` at 1000 s
+        pytest.param("training", 1000, [ev(0, "submitted"), ev(30, "plan"), ev(1000, "resumed")], 1100, 130,
+                     id="resumed-after-kill"),
+        # the store reports a job whose process died as interrupted; its last update ends it
+        pytest.param("interrupted", 35, [ev(0, "submitted"), ev(30, "plan")], 1100, 35, id="interrupted"),
+    ],
+)
+def test_elapsed_leaves_out_the_time_a_job_sat_stopped(status: str, updated: float, events: list, now: float,
+                                                      expected: float) -> None:
+    record = JobRecord(job_id="j", name="j", spec_path="j.yaml", status=status, target_loss=0.3, budget=1.0,
+                       created_at=NOW, updated_at=NOW + updated)
+    assert elapsed(record, events, now=NOW + now) == pytest.approx(expected)
