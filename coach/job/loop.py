@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping
 from coach.backends.base import Backend, Placement
 from coach.data import train_size
 from coach.errors import BackendError, CoachError, Diverged, EpochFailed, FailsAgain, SpecError
-from coach.estimate import EarlierRun, Eta, epoch_budget, eta, measured_cost
+from coach.estimate import EarlierRun, Eta, SpeedModel, epoch_budget, eta, measured_cost
 from coach.estimate.history import fit_history
 from coach.estimate.progress import progress_of, streak_of
 from coach.estimate.cost import epoch_cost
@@ -68,22 +68,46 @@ def _overheads(history: list[EpochRecord]) -> list[float]:
     return sorted(max(0.0, r.duration_s - r.samples / r.samples_per_s) for r in history if r.samples_per_s > 0)
 
 
+def _charged_overheads(history: list[EpochRecord], spec: JobSpec) -> list[float]:
+    """The same, as charged: each record's cost as seconds of all its functions, less its
+    steady-rate training. A replica's `import mxnet` is in the wall time but is never charged
+    (most of a cold epoch's wall time), so the budget is judged on these: judged on the wall
+    time, a static job's second epoch was predicted at 9.9e-05 when its epochs cost about 2e-05,
+    and it stopped `budget_exhausted` with about three epochs' worth of budget left."""
+    def charged_s(r: EpochRecord) -> float:
+        per_second = epoch_cost(r.workers, r.servers, spec.resources, 1.0, spec.prices)
+        return r.cost / per_second if per_second > 0 else 0.0
+
+    return sorted(max(0.0, charged_s(r) - r.samples / r.samples_per_s) for r in history if r.samples_per_s > 0)
+
+
+def _epoch_s(overheads: list[float], rate: float | None, samples: int) -> float | None:
+    """An epoch of `samples` at `rate` plus the median of `overheads` (None: no rate known)."""
+    if not rate or rate <= 0 or not math.isfinite(rate):
+        return None
+    return samples / rate + (overheads[len(overheads) // 2] if overheads else 0.0)
+
+
+def _epoch_cost(history: list[EpochRecord], speed: SpeedModel | None, w: int, s: int, samples: int,
+                spec: JobSpec) -> float | None:
+    """What the next training epoch of `samples` on (w, s) will cost: training at the speed
+    model's rate plus the median charged overhead (None: nothing measured yet)."""
+    if speed is None or not history:
+        return None
+    seconds = _epoch_s(_charged_overheads(history, spec), speed.predict(w, s), samples)
+    return None if seconds is None else epoch_cost(w, s, spec.resources, seconds, spec.prices)
+
+
 def _mini_epoch_cost(history: list[EpochRecord], w: int, s: int, spec: JobSpec) -> float | None:
     """What the next tuning mini-epoch on (w, s) will cost: its samples at the last measured
     rate plus the smallest start-up charged so far. Start-up is most of a mini-epoch's cost
     (about a second warm); leaving it out, as this once did, let mini-epochs start that the
-    budget could not buy. Charged, not wall-clock: a replica's `import mxnet` (most of the first
-    mini-epoch's wall time) is not charged, and counting it stopped a job as `budget_exhausted`
-    with a mini-epoch predicted at 1.8× what the whole job cost."""
+    budget could not buy. Charged, not wall-clock: counting the import stopped a job as
+    `budget_exhausted` with a mini-epoch predicted at 1.8× what the whole job cost."""
     if not history or history[-1].samples_per_s <= 0:
         return None
     last = history[-1]
-
-    def charged_s(r: EpochRecord) -> float:   # the record's cost as seconds of all its functions
-        per_second = epoch_cost(r.workers, r.servers, spec.resources, 1.0, spec.prices)
-        return r.cost / per_second if per_second > 0 else 0.0
-
-    start_up = min(max(0.0, charged_s(r) - r.samples / r.samples_per_s) for r in history if r.samples_per_s > 0)
+    start_up = _charged_overheads(history, spec)[0]
     return epoch_cost(w, s, spec.resources, last.samples / last.samples_per_s + start_up, spec.prices)
 
 
@@ -188,11 +212,7 @@ class JobLoop:
         """Predicted wall time of a whole training epoch on (w, s): training + measured overhead."""
         if speed is None or not history:
             return None
-        overhead = _overheads(history)
-        rate = speed.predict(w, s)
-        if not rate or rate <= 0 or not math.isfinite(rate):
-            return None
-        return self.n_train / rate + (overhead[len(overhead) // 2] if overhead else 0.0)
+        return _epoch_s(_overheads(history), speed.predict(w, s), self.n_train)
 
     def _streak(self, history: list[EpochRecord]) -> int:
         return streak_of(history, self.spec.target_loss)
@@ -311,11 +331,9 @@ class JobLoop:
             if alloc is None:
                 return self._finish("stopped", f"stopped by request while waiting for capacity (epoch {epoch})")
             try:
-                seconds = self._epoch_seconds(history, demand.speed, alloc.workers, alloc.servers)
-                if seconds is not None:
-                    predicted = epoch_cost(alloc.workers, alloc.servers, spec.resources, seconds, spec.prices)
-                    if predicted > left:
-                        return self._budget_exhausted(left, predicted)
+                predicted = _epoch_cost(history, demand.speed, alloc.workers, alloc.servers, self.n_train, spec)
+                if predicted is not None and predicted > left:
+                    return self._budget_exhausted(left, predicted)
                 if history:
                     self._event("plan", f"epoch {epoch + 1}: ({alloc.workers}, {alloc.servers}): {alloc.reason}")
                 epoch += 1

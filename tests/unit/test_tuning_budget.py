@@ -1,4 +1,4 @@
-"""What the job loop predicts a tuning mini-epoch costs before it starts one (the budget guard)."""
+"""What the job loop predicts a (mini-)epoch costs before it starts one (the budget guards)."""
 
 from __future__ import annotations
 
@@ -7,16 +7,18 @@ from pathlib import Path
 import pytest
 
 from coach.estimate.cost import epoch_cost
-from coach.job.loop import _mini_epoch_cost
+from coach.estimate import SpeedSample, fit_speed
+from coach.job.loop import _epoch_cost, _mini_epoch_cost
 from coach.spec import load_spec
 from coach.state.records import EpochRecord
 from tests.conftest import FAST_JOB, write_job
 
 
-def mini(spec, w: int, s: int, charged_s: float, wall_s: float, rate: float = 6000.0) -> EpochRecord:
-    """A tuning record of 256 samples that ran `wall_s` and was charged `charged_s` of each function."""
-    return EpochRecord(job_id="j", phase="tuning", epoch=1, workers=w, servers=s, train_loss=2.0, val_loss=1.9,
-                       duration_s=wall_s, samples=256, samples_per_s=rate,
+def mini(spec, w: int, s: int, charged_s: float, wall_s: float, rate: float = 6000.0, samples: int = 256,
+         phase: str = "tuning") -> EpochRecord:
+    """A record of `samples` that ran `wall_s` and was charged `charged_s` of each function."""
+    return EpochRecord(job_id="j", phase=phase, epoch=1, workers=w, servers=s, train_loss=2.0, val_loss=1.9,
+                       duration_s=wall_s, samples=samples, samples_per_s=rate,
                        cost=epoch_cost(w, s, spec.resources, charged_s, spec.prices))
 
 
@@ -41,3 +43,29 @@ def test_a_mini_epoch_is_predicted_with_its_charged_start_up(tmp_path: Path, his
         assert got is None
     else:
         assert got == pytest.approx(epoch_cost(2, 2, spec.resources, seconds, spec.prices))
+
+
+@pytest.mark.parametrize(
+    ("history", "seconds"),
+    [
+        pytest.param([], None, id="nothing-measured"),
+        # a static job's first epoch: 3.5 s of wall time, most of it the replicas' `import mxnet`,
+        # charged 1.0 s. The next is predicted at 1.0 s of each function; at the wall time it was
+        # predicted at 3.5 s, and a job with 3.6 such epochs of budget left stopped `budget_exhausted`
+        pytest.param([(1.0, 3.5)], 1.0, id="after-the-cold-one"),
+        # the median of the charged overheads, not the cold epoch's
+        pytest.param([(1.0, 3.5), (0.80, 0.85), (0.75, 0.80)], 1400 / 20000 + (0.80 - 1400 / 20000),
+                     id="after-warm-ones"),
+    ],
+)
+def test_a_training_epoch_is_predicted_with_its_charged_overhead(tmp_path: Path, history: list[tuple],
+                                                                 seconds: float | None) -> None:
+    spec = load_spec(write_job(tmp_path / "j.yaml", name="j", **FAST_JOB))
+    records = [mini(spec, 1, 1, charged, wall, rate=20000.0, samples=1400, phase="training")
+               for charged, wall in history]
+    speed = fit_speed([SpeedSample(1, 1, 20000.0, spec.batch_size)]) if history else None
+    got = _epoch_cost(records, speed, 1, 1, 1400, spec)
+    if seconds is None:
+        assert got is None
+    else:
+        assert got == pytest.approx(epoch_cost(1, 1, spec.resources, seconds, spec.prices))
