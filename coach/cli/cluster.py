@@ -15,7 +15,7 @@ from coach import cluster
 
 app = typer.Typer(help="Start, inspect and stop a local Kubernetes control plane with simulated nodes "
                        "(binaries from deploy/local/build).", no_args_is_help=True)
-err = Console(stderr=True, soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True, markup=False)
 
 
 @app.command()
@@ -101,7 +101,7 @@ def compare(workload: Optional[Path] = WORKLOAD, jobs: int = JOBS,
     kube = cluster.Kube(st.kubeconfig)
     try:
         runs = run_all(kube, arrivals, str(workload) if workload else "random workload", stall, names,
-                       progress=_progress_printer(), announce=lambda text: err.print(text, markup=False))
+                       progress=_progress_printer(), announce=err.print)
     finally:
         kube.close()
     _report(arrivals, runs, f"{len(arrivals)} jobs, {workload or f'random, seed {seed}'}", json_out, plot)
@@ -186,7 +186,7 @@ def _report(arrivals: list, runs: list, title: str, json_out: bool, plot: Option
         for key, label in FIGURES:
             table.add_row(label, *["—" if getattr(s, key) is None else str(getattr(s, key)) for s in summaries])
         table.add_row("run ended", *[f"{r.ended} after {r.duration:.0f} s" for r in runs])
-        Console(soft_wrap=True).print(table)
+        Console(soft_wrap=True, markup=False).print(table)
     if plot is not None:
         from coach.report.comparison import plot_comparison
 

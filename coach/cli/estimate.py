@@ -160,7 +160,7 @@ def estimate(
     table.add_row("reachable", "yes" if pred.reachable else "no")
     if before:
         table.add_row(f"weight of {used or 'earlier runs'}", f"{pred.earlier_weight:.0%}")
-    Console().print(table)
+    Console(markup=False).print(table)
     if not pred.reachable or pred.earlier_weight > 0:
         typer.echo(pred.note)
 

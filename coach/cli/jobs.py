@@ -11,6 +11,7 @@ from typing import Any, List, Optional
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from coach.cli import format as fmt
 from coach.cli.format import PipeSafeConsole
@@ -18,10 +19,10 @@ from coach.errors import CoachError, SpecError
 from coach.state.records import FINAL_STATUSES, JobRecord
 from coach.state.store import Store
 
-console = PipeSafeConsole(stderr=True, soft_wrap=True)
-out = PipeSafeConsole()
+console = PipeSafeConsole(stderr=True, soft_wrap=True, markup=False)   # messages quote user code: "[/16, /32]"
+out = PipeSafeConsole(markup=False)
 if not out.is_terminal:   # piped or captured: do not squeeze tables into 80 columns
-    out = PipeSafeConsole(width=200)
+    out = PipeSafeConsole(width=200, markup=False)
 
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON instead of a table.")
 CpuOpt = typer.Option(None, "--cpu", help="Cores the local backend may use (default: all).", min=0.1)
@@ -89,7 +90,7 @@ def _run(specs: dict[str, Any], backend: Any, json_out: bool, store: Store) -> N
     from coach.job.submit import request_stop, run_jobs
 
     def interrupted(signum: int, frame: Any) -> None:
-        console.print("[yellow]stopping: the running epochs end now, checkpoints are kept[/]")
+        console.print("stopping: the running epochs end now, checkpoints are kept", style="yellow")
         request_stop(store, list(specs))
         backend.close()
 
@@ -108,7 +109,7 @@ def _run(specs: dict[str, Any], backend: Any, json_out: bool, store: Store) -> N
     else:
         for j in jobs:
             colour = "green" if j.status == "succeeded" else "red"
-            console.print(f"[{colour}]{j.job_id}: {j.status}[/] — {j.message}")
+            console.print(Text.assemble((f"{j.job_id}: {j.status}", colour), f" — {j.message}"))
     if any(j.status != "succeeded" for j in jobs):
         raise typer.Exit(1)
 
@@ -254,4 +255,4 @@ def events(job_id: str = typer.Argument(...), json_out: bool = JsonOpt) -> None:
         return
     for e in evs:
         ts = datetime.datetime.fromtimestamp(e["ts"]).strftime("%H:%M:%S")
-        out.print(f"{ts}  {e['kind']:<14} {e['message']}", markup=False, highlight=False)
+        out.print(f"{ts}  {e['kind']:<14} {e['message']}", highlight=False)

@@ -167,3 +167,18 @@ def test_a_damaged_checkpoint_fails_once_naming_the_file(tmp_path: Path) -> None
         backend.close()
     assert "not retried" in str(failed.value) and failed.value.resumable   # once the file is restored
     assert not [e for e in events if e[0] == "retry"], events
+
+
+def test_a_message_with_square_brackets_is_printed_as_it_is(tmp_path: Path, coach_home: Path) -> None:
+    # rich read "[/16, /32]" in a model's error as a closing tag: the end of `coach submit` and every
+    # later `coach status` ended in a MarkupError traceback, and "[relu, tanh]" vanished from the line
+    (tmp_path / "net.py").write_text("def build(num_classes):\n"
+                                     "    raise ValueError('sizes must be one of [/16, /32]; activation [relu, tanh]')\n")
+    job = write_job(tmp_path / "b.yaml", name="brackets", model="net.py",
+                    **{k: v for k, v in JOB.items() if k not in ("name", "model")})
+    proc = run_coach("submit", str(job))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "[/16, /32]; activation [relu, tanh]" in proc.stderr, proc.stderr
+    status = run_coach("status")
+    assert status.returncode == 0 and "Traceback" not in status.stderr, status.stderr
+    assert "[/16, /32]; activation [relu, tanh]" in status.stdout
