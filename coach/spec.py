@@ -105,7 +105,7 @@ class _Reader:
                 raise self.fail(name, "missing (required)")
             return default
         v = d[key]
-        if isinstance(v, str) and _NUMBER.fullmatch(v.strip()):
+        if isinstance(v, str) and NUMBER_TEXT.fullmatch(v.strip()):
             v = float(v)   # YAML 1.1 reads 1e-1 (an exponent without a dot) as text
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise self.fail(name, f"must be a number, got {_shown(v)}")
@@ -389,7 +389,8 @@ so a smaller one was overspent hundreds of times by the first (mini-)epoch."""
 
 MAX_SYNTHETIC_VALUES = 2 * 10**9 // 4
 """At most 2 GiB of float32 for a generated dataset (it lives in every role process)."""
-_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+NUMBER_TEXT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+"""A number YAML 1.1 reads as text: an exponent without a dot (1e-1, 1e3)."""
 MAX_ROLE_CPU = 1024
 MAX_ROLE_GIB = 4096
 

@@ -90,7 +90,7 @@ def compare(workload: Optional[Path] = WORKLOAD, jobs: int = JOBS,
 
     names = parse_schedulers(schedulers)
     plot = _plot_path(plot)
-    arrivals = _workload(workload, jobs, seed, gap)
+    arrivals = _workload(workload, jobs, seed, gap, stall)
     st = cluster.status()
     if not st.running or st.kubeconfig is None:
         raise cluster.ClusterError("no control plane is running: start one with `coach cluster up`")
@@ -126,9 +126,9 @@ def simulate(workload: Optional[Path] = WORKLOAD, jobs: int = JOBS,
 
     names = parse_schedulers(schedulers)
     plot = _plot_path(plot)
-    arrivals = _workload(workload, jobs, seed, gap)
+    arrivals = _workload(workload, jobs, seed, gap, stall)
     shape = cluster.control_plane.node_shape(nodes, cpu, memory)
-    check_fits(arrivals, [shape], str(workload) if workload else "random workload")
+    check_fits(arrivals, [shape], str(workload) if workload else "random workload", reshape="--cpu/--memory")
     runs = [run_one(arrivals, [shape] * nodes, s, stall_s=stall, seed=seed) for s in names]
     _report(arrivals, runs, f"{len(arrivals)} jobs, {workload or f'random, seed {seed}'}, simulated on "
                             f"{nodes} nodes × ({shape[0]:g} CPU, {shape[1]:g} GiB)", json_out, plot)
@@ -150,15 +150,22 @@ def _plot_path(plot: Optional[Path]) -> Optional[Path]:
     return plot
 
 
-def _workload(workload: Optional[Path], jobs: int, seed: int, gap: float) -> list:
+def _workload(workload: Optional[Path], jobs: int, seed: int, gap: float, stall: float) -> list:
     from coach.errors import SpecError
     from coach.experiment import load_workload, random_workload
+    from coach.experiment.workload import MAX_SECONDS
 
+    if not 1.0 <= stall <= MAX_SECONDS:   # typer lets inf and nan by its min
+        raise SpecError("--stall", "", f"must be from 1 to {MAX_SECONDS:g} seconds, got {stall}")
     if workload is not None:
         return load_workload(workload)
     if gap != gap or gap == float("inf"):
         raise SpecError("--gap", "", f"must be a finite number of seconds, got {gap}")
-    return random_workload(jobs, seed, mean_gap_s=gap)
+    arrivals = random_workload(jobs, seed, mean_gap_s=gap)
+    if arrivals[-1].at > MAX_SECONDS:
+        raise SpecError("--gap", "", f"{jobs} jobs {gap:g} s apart arrive over {arrivals[-1].at:.3g} s, more than "
+                                     f"a day ({MAX_SECONDS:g} s): give a smaller --gap or fewer --jobs")
+    return arrivals
 
 
 def _report(arrivals: list, runs: list, title: str, json_out: bool, plot: Optional[Path]) -> None:

@@ -17,7 +17,8 @@ from coach.experiment.workload import JobArrival
 NAMESPACE = "coach-experiment"
 
 
-def check_fits(workload: list[JobArrival], nodes: list[tuple[float, float]], source: str) -> None:
+def check_fits(workload: list[JobArrival], nodes: list[tuple[float, float]], source: str,
+               reshape: str = "`coach cluster up --cpu/--memory`") -> None:
     """A pod that no node can hold would only wait out the stall in both runs: refuse it now."""
     cpu, memory = max((c for c, _ in nodes), default=0.0), max((m for _, m in nodes), default=0.0)
     for i, job in enumerate(workload):
@@ -27,7 +28,7 @@ def check_fits(workload: list[JobArrival], nodes: list[tuple[float, float]], sou
                             ("memory", f"{job.memory_gib:g} GiB", f"{memory:g} GiB") if job.memory_gib > memory else
                             ("cpu", f"{job.cpu:g} CPU and {job.memory_gib:g} GiB", "one or the other"))
         raise SpecError(source, f"jobs[{i}].{field}", f"a pod asks {asks}, more than any node has ({has}): reshape "
-                                                      "the nodes with `coach cluster up --cpu/--memory`")
+                                                      f"the nodes with {reshape}")
 
 
 def compare(kube: Kube, workload: list[JobArrival], source: str, stall_s: float,

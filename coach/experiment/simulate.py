@@ -24,19 +24,30 @@ Modelled, from kube-scheduler v1.35.4 and `scheduler_plugins/`:
   goes to the node with room that scores best on least-allocated + balanced allocation,
   ties picked at random (seeded), as kube-scheduler picks.
 - **bin-pack** is the same scheduler with most-allocated instead of least-allocated scoring.
-- **coach-gang** takes jobs in FIFO order (arrival, then the workload's order; with its room
-  set aside for a job ahead that fits, the backoff order does not let younger ones by); a
-  job's minimum group (a scheduler, a server, the rest workers) is placed whole or not at
-  all — the Permit barrier, one attempt per pod — and a group that does not fit is overtaken
-  by one behind it that does (backfill); extras queue one by one once the group is placed.
+- **coach-gang** uses the same queue and backoff, in FIFO order of jobs (arrival, then the
+  workload's order) where kube-scheduler orders by time queued; a job's minimum group (a
+  scheduler, a server, the rest workers) is placed whole or not at all — the Permit barrier,
+  one attempt per pod. A group behind older unplaced ones yields if it would take the room
+  they need (CoachGang's PreFilter sets that room aside, older first, each group that fits),
+  and those that fit are activated, skipping their backoff; a group that does not fit is
+  overtaken by one behind it that does (backfill); extras queue one by one once the group is
+  placed, and a placed group activates the groups that yielded. Room freed pod by pod goes to
+  whichever group is tried first: often a small younger one, while an older one waits out
+  its backoff (before session 22 the simulated queue had no backoff, the oldest group took
+  every freed slot, and seed 4's makespan was simulated 18% short).
   Nodes score co-location × 10 plus the default scores. A job that has waited STARVATION_S
   (its `starvationSeconds`) and still does not fit holds the room as it frees: the groups and
   extras behind it wait until it is placed (they are tried again then).
-- **Jobs start, run and end as in `replay.py`**, which sees the cluster every POLL_S (0.25 s
-  of sleep and about 0.05 s of API calls, measured): a job's pods are created at the first
-  poll after it is due, it counts as started at the first poll after its group is bound, and
-  its pods are deleted at the first poll after its run time. When nothing can move any more
-  the run ends `stall_s` later, as a real run waits out its stall.
+- **Jobs start, run and end as in `replay.py`**, which looks at the cluster after each 0.25 s
+  sleep and its API calls: polls 0.255 s apart at the median, 0.259 s on average, up to 0.33 s
+  (measured here), drawn per run from the seed. A job's pods are created at the first poll
+  after it is due, it counts as started at the first poll after its group is bound, and its
+  pods are deleted at the first poll after its run time. Whether two jobs end at one poll (and
+  their room comes free together) turns on these few milliseconds, so the polls are not a fixed
+  grid: on one, every seed of a run made the same call (seed 4 of `bench/simulator.py`: two
+  jobs always ended at one 0.3 s poll, the next job was split over both nodes in 19 of 20
+  seeds, and the real runs, whose jobs ended at separate polls, never split it). When nothing
+  can move any more the run ends `stall_s` later, as a real run waits out its stall.
 
 Not modelled: the API server's and the watches' latency beyond the attempt and deletion times,
 the barrier's timeout (a simulated group never waits at it), and filters other than CPU,
@@ -46,6 +57,7 @@ memory and pod slots.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import math
@@ -56,7 +68,9 @@ from coach.experiment.replay import CREATORS, JobOutcome, Run, usage
 from coach.experiment.schedulers import SCHEDULERS
 from coach.experiment.workload import JobArrival, roles
 
-POLL_S = 0.3               # the replay's loop: POLL_S of sleep and its API calls
+POLL_SLEEP_S = 0.25        # the replay's loop sleeps this long (replay.POLL_S) ...
+POLL_API_S = 0.005         # ... then makes its API calls: median, log-normal with spread 1 (gaps: median 0.255 s,
+POLL_S = POLL_SLEEP_S + POLL_API_S * math.exp(0.5)   # mean 0.259 s, up to 0.33 s, measured); the mean gap
 ATTEMPT_S = 0.003          # one scheduling attempt
 CREATE_S = 0.013           # one pod's creation, 8 at once
 JITTER = 0.46              # the spread of those times: log(p90 / median) / 1.28 of the creations
@@ -87,6 +101,7 @@ class _Item:
     queued: tuple[float, int] = (0.0, 0)   # when it last entered the queue (ties: in order)
     failures: int = 0
     fifo: tuple[int, int] = (0, 0)          # coach-gang: job, then pod
+    active: bool = False                    # coach-gang: activated by the plugin, its backoff skipped
 
     def backoff_expiry(self) -> float:
         if self.failures == 0:
@@ -100,15 +115,16 @@ class _Queue:
     failed: list[_Item] = field(default_factory=list)    # until a pod goes away
 
     def pop(self, t: float, gang: bool) -> _Item:
-        """kube-scheduler: the active queue by time queued, else (idle) the backoff queue by
-        expiry; coach-gang: job FIFO."""
+        """The active queue (backoff over, or activated) first, by time queued or, for
+        coach-gang, in job FIFO order; else (idle) the backoff queue by expiry."""
         def key(item: _Item) -> tuple:
-            if gang:
-                return item.fifo
+            order = item.fifo if gang else item.queued
             expiry = item.backoff_expiry()
-            return (0, item.queued) if expiry <= t else (1, expiry, item.queued)
+            return (0, order) if expiry <= t or item.active else (1, expiry, order)
         best = min(range(len(self.waiting)), key=lambda i: key(self.waiting[i]))
-        return self.waiting.pop(best)
+        item = self.waiting.pop(best)
+        item.active = False
+        return item
 
 
 def simulate(workload: list[JobArrival], nodes: list[tuple[float, float]], scheduler: str,
@@ -138,6 +154,7 @@ class _Simulation:
         self.created = [0] * len(self.outcomes)
         self.unplaced: set[int] = set()   # coach-gang: jobs whose groups are queued, not placed
         self.held: list[_Item] = []       # coach-gang: waiting for a starved job ahead to be placed
+        self.yielded: list[_Item] = []    # coach-gang: refused, leaving the room to a job ahead that fits
         self.queue = _Queue()
         self.busy = False
         self.deleting = 0.0   # the replay's deletions are under way until then
@@ -145,7 +162,8 @@ class _Simulation:
         self.tick = itertools.count()
         self.last_change = 0.0
         # the jobs due at one poll come together (outcomes are in arrival order)
-        for at, due in itertools.groupby(range(len(self.outcomes)), key=lambda j: _poll(self.outcomes[j].job.at)):
+        self.polls, self.poll_rng = [0.0], random.Random(seed)   # the replay's polls, drawn as they are needed
+        for at, due in itertools.groupby(range(len(self.outcomes)), key=lambda j: self._poll(self.outcomes[j].job.at)):
             self._push(at, _ARRIVE, list(due))
 
     def run(self, stall_s: float) -> Run:
@@ -223,6 +241,7 @@ class _Simulation:
         self.extras[j] = []
         self.unplaced.discard(j)
         self.held = [i for i in self.held if i.pods[0].job != j]
+        self.yielded = [i for i in self.yielded if i.pods[0].job != j]
         t = max(t, self.deleting)
         for p in sorted((p for p in self.pods[j] if p.node is not None), key=lambda p: p.name):
             t += self._jitter(DELETE_S)
@@ -242,6 +261,12 @@ class _Simulation:
         took = 1
         if self.gang and self._held_for(j, t):
             self.held.append(item)
+        elif self.gang and item.fifo[1] == 0 and self._fits(j, len(item.pods)) and \
+                self._yields(j):
+            item.failures += 1
+            item.queued = (t, next(self.tick))
+            self.queue.failed.append(item)
+            self.yielded.append(item)
         elif self._fits(j, len(item.pods)):
             for p in item.pods:
                 self._bind(p, self._best_node(j), t)
@@ -251,6 +276,8 @@ class _Simulation:
                     self._enqueue(extra, t)
                 self.extras[j], self.held = [], []
                 self.unplaced.discard(j)
+                self._activate([i.pods[0].job for i in self.yielded])   # PreFilter's yield: woken at Permit
+                self.yielded = []
             self._start(j, t)
         else:
             item.failures += 1
@@ -260,6 +287,49 @@ class _Simulation:
             self._push(t + self._jitter(took * ATTEMPT_S), _ATTEMPT, None)
         else:
             self.busy = False
+
+    def _yields(self, j: int) -> bool:
+        """CoachGang's PreFilter (`ahead`): the room the minimum groups of older unplaced jobs
+        need is set aside, in queue order, each that fits what is left; if j's group no longer
+        fits, j yields, and the jobs ahead that fit are activated (their backoff skipped)."""
+        free = [list(f) for f in self.free]
+        fitting = []
+        for k in sorted(k for k in self.unplaced if k < j):
+            if self._take(free, k, self.outcomes[k].job.min_group):
+                fitting.append(k)
+        if not fitting or self._take([list(f) for f in free], j, self.outcomes[j].job.min_group):
+            return False
+        self._activate(fitting)
+        return True
+
+    def _take(self, free: list[list[int]], j: int, pods: int) -> bool:
+        """Packs pods of job j into free (changed only if they all fit)."""
+        cpu, memory = self.size[j]
+        trial = [list(f) for f in free]
+        for _ in range(pods):
+            n = next((n for n, (c, m, s) in enumerate(trial) if c >= cpu and m >= memory and s >= 1), None)
+            if n is None:
+                return False
+            trial[n][0] -= cpu
+            trial[n][1] -= memory
+            trial[n][2] -= 1
+        free[:] = trial
+        return True
+
+    def _activate(self, jobs: list[int]) -> None:
+        """handle.Activate: the unplaced groups of these jobs go to the active queue."""
+        wanted = set(jobs)
+        for item in self.queue.waiting:
+            if item.fifo[1] == 0 and item.pods[0].job in wanted:
+                item.active = True
+        keep = []
+        for item in self.queue.failed:
+            if item.fifo[1] == 0 and item.pods[0].job in wanted:
+                item.active = True
+                self.queue.waiting.append(item)
+            else:
+                keep.append(item)
+        self.queue.failed = keep
 
     def _held_for(self, j: int, t: float) -> bool:
         """A job ahead of j that has waited longer than STARVATION_S, does not fit, and would
@@ -338,10 +408,12 @@ class _Simulation:
         o = self.outcomes[j]
         if o.started is None and o.bound >= o.job.min_group and \
                 {p.role for p in self.pods[j] if p.node is not None} == ROLES:
-            o.started, o.nodes = _poll(t), len({p.node for p in self.pods[j] if p.node is not None})
-            self._push(_poll(o.started + o.job.run), _FINISH, j)
+            o.started, o.nodes = self._poll(t), len({p.node for p in self.pods[j] if p.node is not None})
+            self._push(self._poll(o.started + o.job.run), _FINISH, j)
 
 
-def _poll(t: float) -> float:
-    """The first poll of the replay at or after t."""
-    return math.ceil(t / POLL_S - 1e-9) * POLL_S
+    def _poll(self, t: float) -> float:
+        """The first poll of the replay at or after t."""
+        while self.polls[-1] < t - 1e-9:
+            self.polls.append(self.polls[-1] + POLL_SLEEP_S + POLL_API_S * self.poll_rng.lognormvariate(0.0, 1.0))
+        return self.polls[bisect.bisect_left(self.polls, t - 1e-9)]

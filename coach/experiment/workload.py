@@ -12,10 +12,11 @@ from typing import Any
 
 from coach import quantities
 from coach.errors import SpecError
-from coach.spec import read_yaml
+from coach.spec import NUMBER_TEXT, read_yaml
 
 FIELDS = {"name", "at", "pods", "min_group", "cpu", "memory", "run"}
 MAX_PODS = 1000
+MAX_SECONDS = 86400.0   # a day: arrivals, run times and stalls; the simulation draws every poll up to the last
 NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?")   # a label value and a pod-name prefix
 
 
@@ -93,22 +94,23 @@ def load_workload(path: Path) -> list[JobArrival]:
 
 
 def _job(path: Path, where: str, item: dict, i: int) -> JobArrival:
-    def number(field: str, default: Any, low: float, integer: bool = False) -> Any:
+    def number(field: str, default: Any, low: float, high: float, integer: bool = False) -> Any:
         value = item.get(field, default)
-        ok = isinstance(value, int) if integer else isinstance(value, (int, float))
-        if isinstance(value, bool) or not ok or value != value or value < low or value == float("inf"):
+        if isinstance(value, str) and NUMBER_TEXT.fullmatch(value.strip()):
+            value = float(value)   # YAML 1.1 reads 1e3 as text
+        ok = (isinstance(value, int) or isinstance(value, float) and value.is_integer()) if integer else \
+            isinstance(value, (int, float))
+        if isinstance(value, bool) or not ok or value != value or not low <= value <= high:
             kind = "a whole number" if integer else "a number"
-            raise SpecError(str(path), f"{where}.{field}", f"must be {kind} ≥ {low:g}, got {value!r}")
-        return value
+            raise SpecError(str(path), f"{where}.{field}", f"must be {kind} from {low:g} to {high:g}, got {value!r}")
+        return int(value) if integer else value
 
     name = str(item.get("name", f"job-{i}"))
     if not NAME.fullmatch(name):
         raise SpecError(str(path), f"{where}.name", f"{name!r} must be at most 40 lower-case letters, digits "
                                                     "and '-', with a letter or digit at both ends")
-    pods = number("pods", 3, 3, integer=True)
-    if pods > MAX_PODS:
-        raise SpecError(str(path), f"{where}.pods", f"{pods} is more than {MAX_PODS} pods")
-    min_group = number("min_group", pods, 3, integer=True)
+    pods = number("pods", 3, 3, MAX_PODS, integer=True)
+    min_group = number("min_group", pods, 3, MAX_PODS, integer=True)
     if min_group > pods:
         raise SpecError(str(path), f"{where}.min_group", f"{min_group} is more than the job's {pods} pods")
     cpu = quantities.cores(str(item.get("cpu", "1")))
@@ -121,6 +123,6 @@ def _job(path: Path, where: str, item: dict, i: int) -> JobArrival:
                         f"must be a memory quantity of at least 1Mi such as 1Gi or 512Mi, got {item['memory']!r}")
     if "run" not in item:
         raise SpecError(str(path), f"{where}.run", "missing: seconds the job runs once its minimum group is bound")
-    return JobArrival(name=name, at=float(number("at", 0, 0)), pods=pods, min_group=min_group,
+    return JobArrival(name=name, at=float(number("at", 0, 0, MAX_SECONDS)), pods=pods, min_group=min_group,
                       cpu=round(cpu * 1000) / 1000, memory_gib=round(memory * 1024) / 1024,   # as requested
-                      run=float(number("run", None, 0.1)))
+                      run=float(number("run", None, 0.1, MAX_SECONDS)))

@@ -17,22 +17,25 @@ BAD = {
     "empty list": ("jobs: []\n", "jobs: must be a non-empty list of jobs"),
     "not a mapping": ("jobs: [3]\n", "jobs[0]: must be a mapping"),
     "unknown field": ("jobs: [{run: 1, workers: 3}]\n", "jobs[0].workers: unknown field"),
-    "too few pods": ("jobs: [{run: 1, pods: 2}]\n", "jobs[0].pods: must be a whole number ≥ 3, got 2"),
-    "fractional pods": ("jobs: [{run: 1, pods: 3.5}]\n", "jobs[0].pods: must be a whole number ≥ 3, got 3.5"),
+    "too few pods": ("jobs: [{run: 1, pods: 2}]\n", "jobs[0].pods: must be a whole number from 3 to 1000, got 2"),
+    "fractional pods": ("jobs: [{run: 1, pods: 3.5}]\n", "jobs[0].pods: must be a whole number from 3 to 1000, got 3.5"),
     "group larger than the job": ("jobs: [{run: 1, pods: 4, min_group: 5}]\n",
                                   "jobs[0].min_group: 5 is more than the job's 4 pods"),
-    "negative arrival": ("jobs: [{run: 1, at: -1}]\n", "jobs[0].at: must be a number ≥ 0, got -1"),
+    "negative arrival": ("jobs: [{run: 1, at: -1}]\n", "jobs[0].at: must be a number from 0 to 86400, got -1"),
     "bad cpu": ("jobs: [{run: 1, cpu: lots}]\n", "jobs[0].cpu: must be a CPU quantity of at least 1m"),
     "cpu under a millicore": ("jobs: [{run: 1, cpu: 0.0001}]\n", "jobs[0].cpu: must be a CPU quantity of at least 1m"),
     "bad memory": ("jobs: [{run: 1, memory: 0}]\n", "jobs[0].memory: must be a memory quantity of at least 1Mi"),
     "memory under a MiB": ("jobs: [{run: 1, memory: 1Ki}]\n", "jobs[0].memory: must be a memory quantity of at least 1Mi"),
-    "too many pods": ("jobs: [{run: 1, pods: 100000000}]\n", "jobs[0].pods: 100000000 is more than 1000 pods"),
+    "too many pods": ("jobs: [{run: 1, pods: 100000000}]\n", "jobs[0].pods: must be a whole number from 3 to 1000, got 100000000"),
     "unknown keys of mixed types": ("jobs: [{run: 1, 1: 2, x: 3}]\n", "jobs[0].1: unknown field"),
     "unknown top-level key": ("jobs: [{run: 1}]\nworkers: 3\n", "workers: unknown field"),
     "a key twice": ("jobs: [{run: 1, run: 2}]\n", "line 1"),
     "a list as a key": ("jobs: [{run: 1, ? [a, b] : 3}]\n", "a key must be a plain value, not a list or mapping"),
     "no run time": ("jobs: [{pods: 3}]\n", "jobs[0].run: missing"),
-    "boolean run time": ("jobs: [{run: true}]\n", "jobs[0].run: must be a number ≥ 0.1, got True"),
+    "boolean run time": ("jobs: [{run: true}]\n", "jobs[0].run: must be a number from 0.1 to 86400, got True"),
+    # the simulation draws the replay's polls up to the last time: at 1.7e308 it ended in an OverflowError
+    "arrival past a day": ("jobs: [{run: 1, at: 1.7e+308}]\n", "jobs[0].at: must be a number from 0 to 86400, got 1.7e+308"),
+    "run time past a day": ("jobs: [{run: 1e6}]\n", "jobs[0].run: must be a number from 0.1 to 86400, got 1000000.0"),
     "bad name": ("jobs: [{run: 1, name: Big_Job}]\n", "jobs[0].name: 'Big_Job' must be"),
     "name twice": ("jobs: [{run: 1, name: a}, {run: 1, name: a}]\n", "jobs[1].name: 'a' is used twice"),
 }
@@ -51,10 +54,12 @@ def test_a_bad_workload_file_names_file_and_field(case: str, tmp_path: Path) -> 
 def test_a_workload_file_with_defaults(tmp_path: Path) -> None:
     path = tmp_path / "w.yaml"
     path.write_text("jobs:\n  - {run: 5}\n  - {name: big, at: 2.5, pods: 6, min_group: 3, cpu: 500m, memory: 512Mi, run: 1}\n"
-                    "  - {name: odd, run: 1, cpu: 1.5m, memory: 1.4Mi}\n")
+                    "  - {name: odd, run: 1, cpu: 1.5m, memory: 1.4Mi}\n"
+                    "  - {name: exp, run: 1e3, pods: 4.0}\n")   # YAML 1.1 reads 1e3 as text (it was refused as '1e3')
     assert load_workload(path) == [JobArrival("job-0", 0.0, 3, 3, 1.0, 1.0, 5.0),
                                    JobArrival("big", 2.5, 6, 3, 0.5, 0.5, 1.0),
-                                   JobArrival("odd", 0.0, 3, 3, 0.002, 1 / 1024, 1.0)]   # as the pods request
+                                   JobArrival("odd", 0.0, 3, 3, 0.002, 1 / 1024, 1.0),   # as the pods request
+                                   JobArrival("exp", 0.0, 4, 4, 1.0, 1.0, 1000.0)]
 
 
 def test_a_random_workload_depends_on_its_seed_only() -> None:
