@@ -329,6 +329,9 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
         if len(shape) != 3:   # 2-D convolutions; else every attempt fails in the first forward pass
             raise r.fail("dataset.shape", f"{model['name']} convolves images: give [channels, height, width] "
                                           f"like [1, 8, 8], got {_shown(shape)}")
+        if model["name"] == "lenet" and min(shape[1:]) < LENET_MIN_SIDE:   # two 2×2 poolings
+            raise r.fail("dataset.shape", f"lenet pools twice by 2: images need a height and width of at least "
+                                          f"{LENET_MIN_SIDE}, got {_shown(shape)}")
     batch_size = r.number("batch_size", 64, integer=True, ge=1)
     if batch_size < max_workers:
         raise r.fail("batch_size", f"must be >= max_workers ({max_workers}) so every worker gets a sample per step")
@@ -391,6 +394,8 @@ MAX_SYNTHETIC_VALUES = 2 * 10**9 // 4
 """At most 2 GiB of float32 for a generated dataset (it lives in every role process)."""
 NUMBER_TEXT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 """A number YAML 1.1 reads as text: an exponent without a dot (1e-1, 1e3)."""
+LENET_MIN_SIDE = 4
+"""Smaller images fail in MXNet's second pooling at every attempt ('kernel size (2) exceeds input')."""
 MAX_ROLE_CPU = 1024
 MAX_ROLE_GIB = 4096
 
