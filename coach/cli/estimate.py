@@ -143,7 +143,7 @@ def estimate(
     used = pred.earlier.run.label if pred.earlier is not None else None   # the earlier run that counted
     if json_out:
         out = {"epochs_to_target": pred.epoch, "interval": [pred.lo, pred.hi],
-               "asymptote": float(f"{pred.asymptote:.6g}"), "reachable": pred.reachable}
+               "asymptote": float(f"{pred.asymptote:.6g}"), "reachable": pred.reachable, "note": pred.note}
         if before:
             out["earlier_run"] = used
             out["earlier_run_weight"] = round(pred.earlier_weight, 3)

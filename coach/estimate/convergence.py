@@ -164,7 +164,9 @@ class ConvergenceFit:
             raise EstimateError(f"target must be a finite number, got {target!r}")
         if consecutive < 1:
             raise EstimateError(f"consecutive must be at least 1, got {consecutive}")
-        limit = self.horizon() if horizon is None else float(horizon)
+        # the default horizon guards against nonsense; the rule's run in a row comes on top of it
+        # (with --consecutive 100, a curve at the target by epoch 5 was "never")
+        limit = self.horizon() + consecutive - 1 if horizon is None else float(horizon)
         raw = _crossing(self.b0, self.b1, self.b2, target, consecutive)
         chain = (self.noise, target, consecutive, limit, start, streak)
         point = _passage(np.array([(self.b0, self.b1, self.b2)]), *chain)[0]
@@ -216,10 +218,15 @@ class ConvergenceFit:
             note = (f"the fitted curve crosses {target:g} at epoch {raw - consecutive + 1}, but with the "
                     f"observed noise {consecutive} epochs in a row under it are not expected within "
                     f"the horizon of {limit:g}")
+        elif point is None and raw is not None and raw < MAX_EPOCH and raw - consecutive + 1 <= limit:
+            note = (f"the fitted curve crosses {target:g} at epoch {raw - consecutive + 1}, but {consecutive} "
+                    f"epochs in a row under it would end at epoch {raw}, beyond the horizon of {limit:g}")
+        elif point is None and raw is not None and raw < MAX_EPOCH:
+            note = (f"the fitted curve falls too slowly: it would reach {target:g} only at epoch "
+                    f"{raw - consecutive + 1}, beyond the horizon of {limit:g}")
         elif point is None:
-            note = (f"the fitted curve falls too slowly: it would reach {target:g} only after "
-                    f"{'more than ' if raw is None or raw >= MAX_EPOCH else ''}"
-                    f"{raw if raw is not None else MAX_EPOCH:g} epochs, beyond the horizon of {limit:g}")
+            note = (f"the fitted curve falls too slowly: it would reach {target:g} only after more than "
+                    f"{MAX_EPOCH:g} epochs, beyond the horizon of {limit:g}")
         else:
             note = f"80% interval [{lo}, {'never' if hi is None else hi}]"
         return EpochsPrediction(epoch=point, lo=lo, hi=hi, reachable=point is not None,
