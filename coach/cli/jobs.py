@@ -16,7 +16,7 @@ from rich.text import Text
 from coach.cli import format as fmt
 from coach.cli.format import PipeSafeConsole
 from coach.errors import CoachError, SpecError
-from coach.state.records import FINAL_STATUSES, JobRecord
+from coach.state.records import FINAL_STATUSES, NONE_FOUND, JobRecord
 from coach.state.store import Store
 
 console = PipeSafeConsole(stderr=True, soft_wrap=True, markup=False)   # messages quote user code: "[/16, /32]"
@@ -81,8 +81,13 @@ def _table(rows: list[dict[str, Any]], title: str | None = None) -> Table:
 
 
 def _job_json(store: Store, job: JobRecord) -> dict[str, Any]:
-    """A job as `--json` gives it, the same from `submit`, `resume` and `status`."""
-    return dict(job.to_dict(), elapsed_s=fmt.elapsed(job, store.events(job.job_id)))
+    """A job as `--json` gives it, the same from `submit`, `resume` and `status`: the earlier runs
+    its ETA asks as a list of job ids (the store's comma-separated text, or its "-" for none
+    found, is not for scripts to parse)."""
+    out = job.to_dict()
+    chosen = out.pop("earlier_job")
+    return dict(out, earlier_jobs=[] if chosen in ("", NONE_FOUND) else chosen.split(","),
+                elapsed_s=fmt.elapsed(job, store.events(job.job_id)))
 
 
 def _run(specs: dict[str, Any], backend: Any, json_out: bool, store: Store) -> None:

@@ -9,16 +9,12 @@ from typing import Any, Mapping
 from coach.errors import StateError
 from coach.estimate.earlier_run import EarlierRun
 from coach.estimate.history import earlier_run_of, same_curve, same_model
-from coach.state.records import FINAL_STATUSES, JobRecord
+from coach.state.records import FINAL_STATUSES, NONE_FOUND, JobRecord
 from coach.state.store import Store
 
 MAX_EARLIER = 8
 """Other configurations asked at most (the newest), besides the job's own: each costs a time
 warp at every fit, ~12 ms."""
-
-NONE_FOUND = "-"
-"""Stored as `earlier_job` when a job found no earlier run as it first started, so neither its
-resumption nor `coach plot` asks runs that finished after that."""
 
 
 @dataclass(frozen=True)

@@ -85,6 +85,10 @@ class SharedDemand:
     demand: str                 # JSON of coach.plan.JobDemand
 
 
+NONE_FOUND = "-"
+"""Stored as `earlier_job` when a job found no earlier run as it first started, so neither its
+resumption nor `coach plot` asks runs that finished after that."""
+
 FINAL_STATUSES = frozenset({"succeeded", "failed", "budget_exhausted", "max_epochs", "stopped", "interrupted"})
 """Statuses of a job that no process runs. "interrupted" is never stored: the store reports it
 for a job left queued, tuning or training by a `coach submit` that is gone."""

@@ -322,6 +322,9 @@ def test_a_resubmitted_model_asks_its_earlier_runs(tmp_path: Path, coach_home: P
     from coach.state.store import Store
 
     assert Store().job(first).earlier_job == NONE_FOUND
+    # scripts read a list of job ids (it was the store's text: "-" for none, ids comma-separated)
+    assert [j["earlier_jobs"] for j in json.loads(again.stdout)] == [[first]]
+    assert json.loads(run_coach("status", first, "--json", check=True).stdout)[0]["earlier_jobs"] == []
 
 
 def test_a_bad_user_code_limit_is_refused_before_anything_is_recorded(tmp_path: Path, coach_home: Path,
