@@ -435,13 +435,18 @@ def read_yaml(path: str | Path) -> Any:
     except (OSError, ValueError) as e:   # a name too long, a NUL byte, a symlink loop
         raise SpecError(source, "", f"cannot be looked up: {getattr(e, 'strerror', None) or e}") from None
     try:
-        data = yaml.load(p.read_text(), Loader=_UniqueKeyLoader)
+        data = yaml.load(p.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "YAML"
-        raise SpecError(source, where, f"not valid YAML: {getattr(e, 'problem', e)}") from None
-    except UnicodeDecodeError:
-        raise SpecError(source, "", "not a text file") from None
+        problem = getattr(e, "problem", None) or str(e)
+        if "another document" in problem:   # a second `---`: one file, one job or workload
+            problem = "a second YAML document starts here; the file must hold one"
+        raise SpecError(source, where, f"not valid YAML: {problem}") from None
+    except UnicodeDecodeError as e:
+        line = e.object[:e.start].count(b"\n") + 1
+        raise SpecError(source, f"line {line}", f"not UTF-8 text (byte 0x{e.object[e.start]:02x}); "
+                                                "save the file as UTF-8") from None
     except RecursionError:
         raise SpecError(source, "YAML", "nested too deeply") from None
     except OSError as e:

@@ -269,6 +269,8 @@ class JobLoop:
             if e.function_s:   # attempts that failed still ran, and are paid for
                 cost = measured_cost(e.function_s, self.spec.resources, self.spec.prices)
                 self.store.update_job(jid, spent=self.store.job(jid).spent + cost)
+                # no history row holds it: said here, so `spent` adds up (history + these events)
+                self._event("charged", f"{cost:.4g} for attempts that ran but finished no epoch")
             if isinstance(e, FailsAgain):   # failed even if a stop came at once: a retry would fail again
                 kind = "diverged" if isinstance(e, Diverged) else "checkpoint" if e.resumable else "fails_again"
                 self._event(kind, str(e))

@@ -114,6 +114,9 @@ def test_interrupting_submit_stops_the_job_and_leaves_no_process(tmp_path: Path,
     assert rec["spent"] > sum(r["cost"] for r in history) * 1.01, (rec["spent"], history)
     events = json.loads(run_coach("events", rec["job_id"], "--json", check=True).stdout)
     assert not [e for e in events if e["kind"] == "retry"], "an interrupted attempt is not retried"
+    # and an event says so: the history and these events add up to what was spent
+    charged = [float(e["message"].split()[0]) for e in events if e["kind"] == "charged"]
+    assert sum(r["cost"] for r in history) + sum(charged) == pytest.approx(rec["spent"], rel=1e-3), events
 
 
 def test_a_killed_submit_shows_interrupted_and_resumes_without_force(tmp_path: Path, coach_home: Path) -> None:

@@ -12,7 +12,10 @@ from coach.experiment.replay import JobOutcome, Run, Sample
 
 BAD = {
     "not yaml": ("jobs: [", "not valid YAML"),
-    "not text": (b"\xff\xfe\x00jobs", "not a text file"),
+    "not text": (b"\xff\xfe\x00jobs", "line 1: not UTF-8 text (byte 0xff)"),
+    # a latin-1 comment was "not a text file"; a second document "but found another document"
+    "latin-1": ("jobs: [{run: 1}]\n# caf\xe9\n".encode("latin-1"), "line 2: not UTF-8 text (byte 0xe9)"),
+    "two documents": ("jobs: [{run: 1}]\n---\njobs: [{run: 2}]\n", "line 2: not valid YAML: a second YAML document"),
     "no jobs": ("other: 1\n", "jobs: must be a non-empty list of jobs"),
     "empty list": ("jobs: []\n", "jobs: must be a non-empty list of jobs"),
     "not a mapping": ("jobs: [3]\n", "jobs[0]: must be a mapping"),
