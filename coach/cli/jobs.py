@@ -119,7 +119,7 @@ def _run(specs: dict[str, Any], backend: Any, json_out: bool, store: Store) -> N
         raise typer.Exit(1)
 
 
-def submit(job_files: List[Path] = typer.Argument(..., help="One or more job files (YAML)."),
+def submit(job_files: List[Path] = typer.Argument(..., metavar="JOB_FILE", help="One or more job files (YAML)."),
            backend: str = BackendOpt, cpu: Optional[float] = CpuOpt, json_out: bool = JsonOpt) -> None:
     """Train the jobs concurrently until each reaches its target (exit 0), or stops short (1)."""
     from coach.job.submit import register
@@ -146,7 +146,7 @@ def submit(job_files: List[Path] = typer.Argument(..., help="One or more job fil
     _run(jobs, runner, json_out, store)
 
 
-def resume(job_id: str = typer.Argument(..., help="A stopped, failed, budget-exhausted, max-epochs or "
+def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, failed, budget-exhausted, max-epochs or "
                                                   "interrupted job."),
            budget: Optional[float] = typer.Option(None, help="Raise the job's budget to this.", min=0),
            max_epochs: Optional[int] = typer.Option(None, "--max-epochs", min=1, help=(
@@ -200,7 +200,7 @@ def resume(job_id: str = typer.Argument(..., help="A stopped, failed, budget-exh
     _run({job.job_id: spec}, runner, json_out, store)
 
 
-def stop(job_id: str = typer.Argument(...)) -> None:
+def stop(job_id: str = typer.Argument(..., metavar="JOB", help="A job id or a unique prefix of one.")) -> None:
     """Ask a running job to stop after its current epoch (its checkpoint is kept)."""
     store = Store()
     job = store.job(job_id)
@@ -210,7 +210,7 @@ def stop(job_id: str = typer.Argument(...)) -> None:
     console.print(f"{job.job_id}: stop requested")
 
 
-def status(job_id: Optional[str] = typer.Argument(None, help="One job (default: all)."),
+def status(job_id: Optional[str] = typer.Argument(None, metavar="JOB", help="One job (default: all)."),
            json_out: bool = JsonOpt) -> None:
     """Every job: state, epoch, loss vs target, (w, s), cost, elapsed, ETA."""
     store = Store()
@@ -230,7 +230,7 @@ def status(job_id: Optional[str] = typer.Argument(None, help="One job (default: 
         raise typer.Exit(1)
 
 
-def history(job_id: str = typer.Argument(...), json_out: bool = JsonOpt) -> None:
+def history(job_id: str = typer.Argument(..., metavar="JOB"), json_out: bool = JsonOpt) -> None:
     """One record per epoch (tuning mini-epochs first), each recorded once. Its rate is that of
     the training steps (what the speed model fits), not samples / duration: the duration also
     holds start-up, validation and the checkpoint."""
@@ -249,7 +249,7 @@ def history(job_id: str = typer.Argument(...), json_out: bool = JsonOpt) -> None
     out.print(_table(rows, title=store.job(job_id).job_id))
 
 
-def events(job_id: str = typer.Argument(...), json_out: bool = JsonOpt) -> None:
+def events(job_id: str = typer.Argument(..., metavar="JOB"), json_out: bool = JsonOpt) -> None:
     """What happened to a job: submissions, plans, retries, failures."""
     import datetime
 

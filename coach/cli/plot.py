@@ -12,7 +12,7 @@ from coach.errors import CoachError
 from coach.state.store import Store
 
 
-def plot(job_id: str = typer.Argument(...),
+def plot(job_id: str = typer.Argument(..., metavar="JOB"),
          output: Path = typer.Option(Path("job.png"), "-o", "--output", help="File to write: .png (default), .pdf or .svg.")) -> None:
     """Draw validation loss per epoch with the fitted curve and target crossing, (w, s) per
     epoch, and the fitted speed surface."""
