@@ -9,8 +9,10 @@ Modelled, from kube-scheduler v1.35.4 and `scheduler_plugins/`:
   job in turn, by 8 threads at once, each creation taking about CREATE_S (13 ms with
   8 at once, measured here), so pods of one round can come after some of the next, and
   the scheduler starts on the first while the last are still being made.
-- **Time runs in the scheduler too**: one attempt takes ATTEMPT_S (a pod bound or refused;
-  about 300 pods/s on this machine, `bench/scheduler_throughput.py`), and the pods of a
+- **Time runs in the scheduler too**: one coach-gang attempt takes ATTEMPT_S (about 300 pods/s
+  on this machine, `bench/scheduler_throughput.py`); one default-scheduler cycle PLACE_S or, for a
+  refused pod, REFUSE_S (a tenth of a millisecond: every pod a deletion wakes is tried before the
+  next deletion comes, so each deletion of a burst costs every waiting pod one more failure), and the pods of a
   finished job are deleted one after another, DELETE_S apart (a delete-collection, about
   4.5 ms a pod here; of jobs that end at the same poll, one job after the other). Each
   deletion frees room and wakes every pod that failed, while the scheduler may be half-way
@@ -20,7 +22,7 @@ Modelled, from kube-scheduler v1.35.4 and `scheduler_plugins/`:
 - **default-scheduler** takes pods one at a time: those whose backoff is over by the time
   each last entered the queue, and when there are none (it pops its backoff queue when idle,
   as v1.35 does), the others by backoff expiry (1 s after the first failure, doubling to
-  10 s, truncated to the second). So a pod that failed often comes after younger ones. A pod
+  10 s, truncated to the second; over once the clock is past that second), ties by time queued. So a pod that failed often comes after younger ones. A pod
   goes to the node with room that scores best on least-allocated + balanced allocation,
   ties picked at random (seeded), as kube-scheduler picks.
 - **bin-pack** is the same scheduler with most-allocated instead of least-allocated scoring.
@@ -72,7 +74,13 @@ from coach.experiment.workload import JobArrival, roles
 POLL_SLEEP_S = 0.25        # the replay's loop sleeps this long (replay.POLL_S) ...
 POLL_API_S = 0.005         # ... then makes its API calls: median, log-normal with spread 1 (gaps: median 0.255 s,
 POLL_S = POLL_SLEEP_S + POLL_API_S * math.exp(0.5)   # mean 0.259 s, up to 0.33 s, measured); the mean gap
-ATTEMPT_S = 0.003          # one scheduling attempt
+ATTEMPT_S = 0.003          # one scheduling attempt (coach-gang)
+# default-scheduler and bin-pack: one scheduling cycle, log-normal (kube-scheduler --v=3 on the stream workload,
+# pop to next pop with no event between: refused median 0.09 ms, log-spread 1.15; placed 0.16 ms, 0.9; the bind
+# is asynchronous). A refused pod does not hold the loop for 3 ms: the pods an event wakes are all tried before
+# the next deletion of a delete-collection (about 5 ms apart) comes, as on the control plane.
+REFUSE_S, REFUSE_SPREAD = 0.00009, 1.15
+PLACE_S, PLACE_SPREAD = 0.00016, 0.9
 CREATE_S = 0.013           # one pod's creation, 8 at once
 JITTER = 0.46              # the spread of those times: log(p90 / median) / 1.28 of the creations
 DELETE_S = 0.0045          # between the deletions of a finished job's pods
@@ -107,7 +115,9 @@ class _Item:
     def backoff_expiry(self) -> float:
         if self.failures == 0:
             return 0.0
-        return math.floor(self.queued[0] + min(INITIAL_BACKOFF_S * 2 ** (self.failures - 1), MAX_BACKOFF_S))
+        # backoffQueue.isPodBackingoff: backing off while the truncated expiry is not before the truncated now,
+        # i.e. until the whole second after it
+        return math.floor(self.queued[0] + min(INITIAL_BACKOFF_S * 2 ** (self.failures - 1), MAX_BACKOFF_S)) + 1
 
 
 class _Queue:
@@ -328,7 +338,13 @@ class _Simulation:
             item.queued = (t, next(self.tick))
             self.queue.failed.append(item)
         if self.queue:
-            self._push(t + self._jitter(took * ATTEMPT_S), _ATTEMPT, None)
+            if self.gang:
+                cost = self._jitter(took * ATTEMPT_S)
+            elif item.pods[0].node is not None:
+                cost = PLACE_S * self.rng.lognormvariate(0.0, PLACE_SPREAD)
+            else:
+                cost = REFUSE_S * self.rng.lognormvariate(0.0, REFUSE_SPREAD)
+            self._push(t + cost, _ATTEMPT, None)
         else:
             self.busy = False
 
