@@ -62,8 +62,9 @@ FIGURES = [("finished", "jobs finished"), ("deadlocked", "jobs deadlocked (partl
            ("completion_median_s", "completion time, median (s)"), ("makespan_s", "makespan (s)"),
            ("held_cpu_s", "CPU·s held by groups not started"), ("busy_share", "share of capacity used by started jobs"),
            ("split_jobs", "jobs started across more than one node")]
-WORKLOAD = typer.Argument(None, metavar="WORKLOAD.yaml", help="A workload file (YAML `jobs:` list of name, at, pods, min_group, cpu, memory, "
-                                     "run); default: a random one (--jobs, --seed).")
+WORKLOAD = typer.Argument(None, metavar="WORKLOAD.yaml",
+                          help="A workload file (YAML `jobs:` list of name, at, pods, min_group, cpu, memory, "
+                               "run); default: a random one (--jobs, --seed).")
 JOBS = typer.Option(8, "--jobs", min=1, help="Jobs of the random workload.")
 GAP = typer.Option(1.0, "--gap", min=0.0, help="Mean seconds between random arrivals.")
 STALL = typer.Option(45.0, "--stall", min=1.0,

@@ -10,21 +10,22 @@ Modelled, from kube-scheduler v1.35.4 and `scheduler_plugins/`:
   8 at once, measured here), so pods of one round can come after some of the next, and
   the scheduler starts on the first while the last are still being made.
 - **Time runs in the scheduler too**: one coach-gang attempt takes ATTEMPT_S (about 300 pods/s
-  on this machine, `bench/scheduler_throughput.py`); one default-scheduler cycle PLACE_S or, for a
-  refused pod, REFUSE_S (a tenth of a millisecond: every pod a deletion wakes is tried before the
-  next deletion comes, so each deletion of a burst costs every waiting pod one more failure), and the pods of a
-  finished job are deleted one after another, DELETE_S apart (a delete-collection, about
-  4.5 ms a pod here; of jobs that end at the same poll, one job after the other). Each
-  deletion frees room and wakes every pod that failed, while the scheduler may be half-way
+  on this machine, `bench/scheduler_throughput.py`); one default-scheduler cycle PLACE_S or, for
+  a refused pod, REFUSE_S (a tenth of a millisecond: every pod a deletion wakes is tried before
+  the next deletion comes, so each deletion of a burst costs every waiting pod one more
+  failure), and the pods of a finished job are deleted one after another, DELETE_S apart (a
+  delete-collection, about 4.5 ms a pod here; of jobs that end at the same poll, one job after
+  the other). Each deletion frees room and wakes every pod that failed, while the scheduler may be half-way
   through the pods the last one woke: room comes free piecemeal, and it goes to whichever
   pod is next, as on the control plane. Nothing else wakes a failed pod (a new pod frees no
   room).
 - **default-scheduler** takes pods one at a time: those whose backoff is over by the time
   each last entered the queue, and when there are none (it pops its backoff queue when idle,
   as v1.35 does), the others by backoff expiry (1 s after the first failure, doubling to
-  10 s, truncated to the second; over once the clock is past that second), ties by time queued. So a pod that failed often comes after younger ones. A pod
-  goes to the node with room that scores best on least-allocated + balanced allocation,
-  ties picked at random (seeded), as kube-scheduler picks.
+  10 s, truncated to the second; over once the clock is past that second), ties by time
+  queued. So a pod that failed often comes after younger ones. A pod goes to the node with
+  room that scores best on least-allocated + balanced allocation, ties picked at random
+  (seeded), as kube-scheduler picks.
 - **bin-pack** is the same scheduler with most-allocated instead of least-allocated scoring.
 - **coach-gang** uses the same queue and backoff, in FIFO order of jobs (arrival, then the
   workload's order) where kube-scheduler orders by time queued; a job's minimum group (a
