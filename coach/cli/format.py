@@ -61,18 +61,23 @@ def eta_text(job: JobRecord, now: float | None = None) -> str:
     if e.get("epochs_left") is None:
         return "?"
     hi = "?" if e.get("hi") is None else e["hi"]
-    now = time.time() if now is None else now
-    since = now - float(e.get("at", now))
-
-    def left(key: str) -> float | None:
-        return None if e.get(key) is None else e[key] - since
-
-    secs = left("seconds")
-    span = (f" [{duration(left('seconds_lo'))}–{duration(left('seconds_hi'))}]"
-            if e.get("seconds_hi") is not None else "")
+    secs, lo_s, hi_s = seconds_left(job, now)
+    span = f" [{duration(lo_s)}–{duration(hi_s)}]" if hi_s is not None else ""
     n = e["epochs_left"]
     earlier = f" with {e['earlier']} {e.get('earlier_weight', 0):.0%}" if e.get("earlier") else ""
     return f"{n} epoch{'' if n == 1 else 's'} ({e.get('lo')}–{hi}), ~{duration(secs)}{span}{earlier}"
+
+
+def seconds_left(job: JobRecord, now: float | None = None) -> tuple[float | None, float | None, float | None]:
+    """The ETA's seconds and their interval, counted down from when it was predicted
+    (`eta["at"]`) to `now`, never below 0; None where unknown (or the job is over)."""
+    e: dict[str, Any] = job.eta or {}
+    if job.status in FINAL_STATUSES or not e.get("reachable", True):
+        return None, None, None
+    now = time.time() if now is None else now
+    since = now - float(e.get("at", now))
+    return tuple(None if e.get(k) is None else max(0.0, e[k] - since)   # type: ignore[return-value]
+                 for k in ("seconds", "seconds_lo", "seconds_hi"))
 
 
 def loss_text(job: JobRecord) -> str:

@@ -83,11 +83,13 @@ def _table(rows: list[dict[str, Any]], title: str | None = None) -> Table:
 def _job_json(store: Store, job: JobRecord) -> dict[str, Any]:
     """A job as `--json` gives it, the same from `submit`, `resume` and `status`: the earlier runs
     its ETA asks as a list of job ids (the store's comma-separated text, or its "-" for none
-    found, is not for scripts to parse)."""
+    found, is not for scripts to parse), and the seconds left as of now (`eta.seconds` is as
+    predicted at `eta.at`)."""
     out = job.to_dict()
     chosen = out.pop("earlier_job")
+    eta_s, lo_s, hi_s = fmt.seconds_left(job)   # counted down to now, as the table shows it
     return dict(out, earlier_jobs=[] if chosen in ("", NONE_FOUND) else chosen.split(","),
-                elapsed_s=fmt.elapsed(job, store.events(job.job_id)))
+                elapsed_s=fmt.elapsed(job, store.events(job.job_id)), eta_s=eta_s, eta_interval_s=[lo_s, hi_s])
 
 
 def _run(specs: dict[str, Any], backend: Any, json_out: bool, store: Store) -> None:

@@ -57,6 +57,7 @@ def test_stop_then_resume_continues_from_the_checkpoint(tmp_path: Path, coach_ho
     kinds = [e["kind"] for e in events]
     assert kinds.count("stopped") == 1 and "resumed" in kinds and kinds[-1] == "succeeded"
     assert 0 < rec["elapsed_s"] < events[-1]["ts"] - events[0]["ts"] - 2.5, (rec["elapsed_s"], events)
+    assert (rec["eta_s"], rec["eta_interval_s"]) == (None, [None, None])   # nothing left once it succeeded
 
 
 def test_a_resumed_job_trains_its_model_file_as_submitted(tmp_path: Path, coach_home: Path) -> None:

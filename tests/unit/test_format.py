@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coach.cli.format import elapsed, eta_text, loss_text
+from coach.cli.format import elapsed, eta_text, loss_text, seconds_left
 from coach.state.records import JobRecord
 
 NOW = 1_800_000_000.0
@@ -40,6 +40,22 @@ def job(status: str = "training", target: float = 0.3, val: float | None = 0.5, 
 def test_eta_text(record: JobRecord, expected: str) -> None:
     # a fixed clock: the parameters are built at collection, minutes before a long suite runs this
     assert eta_text(record, now=NOW) == expected
+
+
+@pytest.mark.parametrize(
+    ("record", "expected"),
+    [
+        pytest.param(job(), (None, None, None), id="no-fit-yet"),
+        pytest.param(job(status="succeeded", seconds=30.0, at=NOW), (None, None, None), id="finished"),
+        # read 12 s after the prediction: `--json` counts down as the table does (it gave 30 s)
+        pytest.param(job(reachable=True, epochs_left=2, seconds=30.0, seconds_lo=20.0, seconds_hi=None, at=NOW - 12),
+                     (18.0, 8.0, None), id="counts-down"),
+        pytest.param(job(reachable=True, epochs_left=2, seconds=30.0, seconds_lo=20.0, seconds_hi=70.0, at=NOW - 50),
+                     (0.0, 0.0, 20.0), id="overdue"),
+    ],
+)
+def test_seconds_left(record: JobRecord, expected: tuple) -> None:
+    assert seconds_left(record, now=NOW) == expected
 
 
 @pytest.mark.parametrize(
