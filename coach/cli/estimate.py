@@ -36,6 +36,10 @@ class Curve:
     train_losses: list[float] | None = None   # a `train_loss` column, if the header names one
 
 
+MAX_ROWS = 100_000
+"""Rows of a curve: 100,000 take about 11 s to fit here, a million took 57 s and 830 MB."""
+
+
 def read_curve(path: Path) -> Curve:
     """Read `epoch,loss` rows (an optional header may name the columns and add others; a
     `train_loss` column, as in Coach's own records, is read too and helps tell a plateau).
@@ -62,6 +66,9 @@ def read_curve(path: Path) -> Curve:
         i_epoch, i_loss = first.index("epoch"), first.index("loss")
         i_train = first.index("train_loss") if "train_loss" in first else None
         rows = rows[1:]
+    if len(rows) > MAX_ROWS:
+        raise SpecError(source, f"line {rows[MAX_ROWS][0]}", f"more than {MAX_ROWS} rows: a curve has one loss per "
+                                                            "epoch (average finer-grained losses per epoch)")
     epochs: list[float] = []
     losses: list[float] = []
     train: list[float] = []
