@@ -91,7 +91,8 @@ def compare(workload: Optional[Path] = WORKLOAD, jobs: int = JOBS,
 
     names = parse_schedulers(schedulers)
     plot = _plot_path(plot)
-    arrivals = _workload(workload, jobs, seed, gap, stall)
+    _check_stall(stall)
+    arrivals = _workload(workload, jobs, seed, gap)
     st = cluster.status()
     if not st.running or st.kubeconfig is None:
         raise cluster.ClusterError("no control plane is running: start one with `coach cluster up`")
@@ -127,7 +128,8 @@ def simulate(workload: Optional[Path] = WORKLOAD, jobs: int = JOBS,
 
     names = parse_schedulers(schedulers)
     plot = _plot_path(plot)
-    arrivals = _workload(workload, jobs, seed, gap, stall)
+    _check_stall(stall)
+    arrivals = _workload(workload, jobs, seed, gap)
     shape = cluster.control_plane.node_shape(nodes, cpu, memory)
     check_fits(arrivals, [shape], str(workload) if workload else "random workload", reshape="--cpu/--memory")
     runs = [run_one(arrivals, [shape] * nodes, s, stall_s=stall, seed=seed) for s in names]
@@ -151,13 +153,19 @@ def _plot_path(plot: Optional[Path]) -> Optional[Path]:
     return plot
 
 
-def _workload(workload: Optional[Path], jobs: int, seed: int, gap: float, stall: float) -> list:
+def _check_stall(stall: float) -> None:
+    from coach.errors import SpecError
+    from coach.experiment.workload import MAX_SECONDS
+
+    if not 1.0 <= stall <= MAX_SECONDS:   # typer's min lets inf by
+        raise SpecError("--stall", "", f"must be from 1 to {MAX_SECONDS:g} seconds, got {stall}")
+
+
+def _workload(workload: Optional[Path], jobs: int, seed: int, gap: float) -> list:
     from coach.errors import SpecError
     from coach.experiment import load_workload, random_workload
     from coach.experiment.workload import MAX_SECONDS
 
-    if not 1.0 <= stall <= MAX_SECONDS:   # typer lets inf and nan by its min
-        raise SpecError("--stall", "", f"must be from 1 to {MAX_SECONDS:g} seconds, got {stall}")
     if workload is not None:
         return load_workload(workload)
     if gap != gap or gap == float("inf"):

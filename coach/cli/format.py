@@ -25,22 +25,24 @@ def duration(seconds: float | None) -> str:
     return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
 
 
-def elapsed(job: JobRecord, events: Iterable[Mapping[str, Any]] = (), now: float | None = None) -> float:
+def elapsed(job: JobRecord, events: Iterable[Mapping[str, Any]], now: float | None = None) -> float:
     """Seconds some process ran the job: from submit to its end, less the time it sat stopped
     between a final status and the `coach resume` that took it up again (a job stopped on Friday
     and resumed on Monday did not train over the weekend). `events` are the job's, in order; a
-    run that left no final status (its process was killed) ends at the last event it recorded."""
+    killed run's end is the `interrupted` event that `coach resume` records (stamped with the
+    job's last update), or else the last event it recorded."""
     total, start, last = 0.0, job.created_at, job.created_at
     for e in events:
         if e["kind"] == "resumed":
-            total += (last - start) if start is not None else 0.0
+            total += max(0.0, last - start) if start is not None else 0.0
             start = e["ts"]
         elif e["kind"] in FINAL_STATUSES and start is not None:
-            total += e["ts"] - start
+            total += max(0.0, e["ts"] - start)   # a clock stepped back adds nothing
             start = None
         last = e["ts"]
     if start is not None:
-        total += (job.updated_at if job.status in FINAL_STATUSES else time.time() if now is None else now) - start
+        end = job.updated_at if job.status in FINAL_STATUSES else time.time() if now is None else now
+        total += max(0.0, end - start)
     return total
 
 
@@ -88,7 +90,7 @@ def loss_text(job: JobRecord) -> str:
     return f"{val} / {job.target_loss:g}{f' after {job.val_epoch}' if job.val_epoch not in ('', shown) else ''}"
 
 
-def job_row(job: JobRecord, events: Iterable[Mapping[str, Any]] = ()) -> dict[str, str]:
+def job_row(job: JobRecord, events: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     return {
         "job": job.job_id, "status": job.status, "epoch": str(job.epoch),
         "val loss / target": loss_text(job), "(w, s)": f"({job.workers}, {job.servers})",
@@ -97,7 +99,7 @@ def job_row(job: JobRecord, events: Iterable[Mapping[str, Any]] = ()) -> dict[st
     }
 
 
-def progress_line(job: JobRecord, events: Iterable[Mapping[str, Any]] = ()) -> str:
+def progress_line(job: JobRecord, events: Iterable[Mapping[str, Any]]) -> str:
     r = job_row(job, events)
     line = (f"{r['job']}  {r['status']:<9} epoch {r['epoch']:>3}  val {r['val loss / target']}  "
             f"(w, s)={r['(w, s)']}  cost {r['cost / budget']}  {r['elapsed']}")

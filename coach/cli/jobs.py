@@ -85,10 +85,10 @@ def _job_json(store: Store, job: JobRecord) -> dict[str, Any]:
     its ETA asks as a list of job ids (the store's comma-separated text, or its "-" for none
     found, is not for scripts to parse), and the seconds left as of now (`eta.seconds` is as
     predicted at `eta.at`)."""
-    out = job.to_dict()
-    chosen = out.pop("earlier_job")
+    fields = job.to_dict()
+    chosen = fields.pop("earlier_job")
     eta_s, lo_s, hi_s = fmt.seconds_left(job)   # counted down to now, as the table shows it
-    return dict(out, earlier_jobs=[] if chosen in ("", NONE_FOUND) else chosen.split(","),
+    return dict(fields, earlier_jobs=[] if chosen in ("", NONE_FOUND) else chosen.split(","),
                 elapsed_s=fmt.elapsed(job, store.events(job.job_id)), eta_s=eta_s, eta_interval_s=[lo_s, hi_s])
 
 
@@ -196,6 +196,8 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
     other = store.claim_job(job.job_id)
     if other is not None:   # another `coach resume` of it started meanwhile
         raise CoachError(f"{job.job_id} was just resumed by coach process {other}")
+    if job.status == "interrupted":   # its killed run ended at its last update: said so before it is overwritten
+        store.add_event(job.job_id, "interrupted", "its coach process ended without a word", ts=job.updated_at)
     store.update_job(job.job_id, status="queued", stop_requested=0, message="resumed", budget=spec.budget,
                      spec=dataclasses.asdict(spec))
     store.add_event(job.job_id, "resumed", f"from epoch {job.epoch}")

@@ -157,8 +157,8 @@ class ConvergenceFit:
 
         Unreachable when the target is at or below the asymptote b2 (the model says the
         loss never gets there), or when the crossing lies beyond `horizon` epochs (default
-        `self.horizon()`; pass e.g. the job's max_epochs): we say so rather than
-        extrapolate to a huge number.
+        `self.horizon()` plus the rule's run in a row; pass e.g. the job's max_epochs): we
+        say so rather than extrapolate to a huge number.
         """
         if not math.isfinite(target):
             raise EstimateError(f"target must be a finite number, got {target!r}")

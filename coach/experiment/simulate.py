@@ -69,12 +69,14 @@ from dataclasses import dataclass
 from typing import Callable
 
 from coach.experiment.replay import CREATORS, JobOutcome, Run, Sample
+from coach.experiment.replay import POLL_S as REPLAY_POLL_S
 from coach.experiment.schedulers import SCHEDULERS
 from coach.experiment.workload import JobArrival, roles
 
-POLL_SLEEP_S = 0.25        # the replay's loop sleeps this long (replay.POLL_S) ...
-POLL_API_S = 0.005         # ... then makes its API calls: median, log-normal with spread 1 (gaps: median 0.255 s,
-POLL_S = POLL_SLEEP_S + POLL_API_S * math.exp(0.5)   # mean 0.259 s, up to 0.33 s, measured); the mean gap
+# the replay sleeps replay.POLL_S (0.25 s) between polls, then makes its API calls: POLL_API_S at the median,
+# log-normal with spread 1 (gaps measured here: median 0.255 s, mean 0.259 s, up to 0.33 s)
+POLL_API_S = 0.005
+POLL_S = REPLAY_POLL_S + POLL_API_S * math.exp(0.5)   # the mean gap between polls
 ATTEMPT_S = 0.003          # one scheduling attempt (coach-gang)
 # default-scheduler and bin-pack: one scheduling cycle, log-normal (kube-scheduler --v=3 on the stream workload,
 # pop to next pop with no event between: refused median 0.09 ms, log-spread 1.15; placed 0.16 ms, 0.9; the bind
@@ -209,7 +211,7 @@ class _Simulation:
         self.created = [0] * len(self.outcomes)
         self.unplaced: set[int] = set()   # coach-gang: jobs whose groups are queued, not placed
         self.held: list[_Item] = []       # coach-gang: waiting for a starved job ahead to be placed
-        self.yielded: list[_Item] = []    # coach-gang: refused, leaving the room to a job ahead that fits
+        self.yielded: set[int] = set()    # coach-gang: jobs whose groups left the room to older ones that fit
         self.queue = _Queue(self.gang)
         self.busy = False
         self.deleting = 0.0   # the replay's deletions are under way until then
@@ -218,7 +220,9 @@ class _Simulation:
         self.last_change = 0.0
         self.busy_m = self.held_m = 0   # millicores bound to started jobs, and to jobs not started
         # the jobs due at one poll come together (outcomes are in arrival order)
-        self.polls, self.poll_rng = [0.0], random.Random(seed)   # the replay's polls, drawn as they are needed
+        # the replay's polls, drawn as they are needed from a stream of their own (from `self.rng`'s, a
+        # slow poll came with a slow pod creation every time)
+        self.polls, self.poll_rng = [0.0], random.Random(f"polls-{seed}")
         for at, due in itertools.groupby(range(len(self.outcomes)), key=lambda j: self._poll(self.outcomes[j].job.at)):
             self._push(at, _ARRIVE, list(due))
 
@@ -297,7 +301,7 @@ class _Simulation:
         self.extras[j] = []
         self.unplaced.discard(j)
         self.held = [i for i in self.held if i.pods[0].job != j]
-        self.yielded = [i for i in self.yielded if i.pods[0].job != j]
+        self.yielded.discard(j)
         t = max(t, self.deleting)
         for p in sorted((p for p in self.pods[j] if p.node is not None), key=lambda p: p.name):
             t += self._jitter(DELETE_S)
@@ -313,16 +317,13 @@ class _Simulation:
     def _attempt(self, t: float) -> None:
         item = self.queue.pop(t)
         j = item.pods[0].job
-        took = 1
+        took, fits = 1, self._fits(j, len(item.pods))
         if self.gang and self._held_for(j, t):
             self.held.append(item)
-        elif self.gang and item.fifo[1] == 0 and self._fits(j, len(item.pods)) and \
-                self._yields(j, t):
-            item.failures += 1
-            item.queued = (t, next(self.tick))
-            self.queue.failed.append(item)
-            self.yielded.append(item)
-        elif self._fits(j, len(item.pods)):
+        elif fits and self.gang and item.fifo[1] == 0 and self._yields(j, t):
+            self.yielded.add(j)
+            self._refuse(item, t)
+        elif fits:
             for p in item.pods:
                 self._bind(p, self._best_node(j), t)
             took = len(item.pods)
@@ -331,13 +332,11 @@ class _Simulation:
                     self._enqueue(extra, t)
                 self.extras[j], self.held = [], []
                 self.unplaced.discard(j)
-                self.queue.activate({i.pods[0].job for i in self.yielded}, t)   # PreFilter's yield: woken at Permit
-                self.yielded = []
+                self.queue.activate(self.yielded, t)   # PreFilter's yield: woken at Permit
+                self.yielded = set()
             self._start(j, t)
         else:
-            item.failures += 1
-            item.queued = (t, next(self.tick))
-            self.queue.failed.append(item)
+            self._refuse(item, t)
         if self.queue:
             if self.gang:
                 cost = self._jitter(took * ATTEMPT_S)
@@ -349,6 +348,12 @@ class _Simulation:
         else:
             self.busy = False
 
+    def _refuse(self, item: _Item, t: float) -> None:
+        """Unschedulable: it backs off longer and waits for a pod to go away."""
+        item.failures += 1
+        item.queued = (t, next(self.tick))
+        self.queue.failed.append(item)
+
     def _yields(self, j: int, t: float) -> bool:
         """CoachGang's PreFilter (`ahead`): the room the minimum groups of older unplaced jobs
         need is set aside, in queue order, each that fits what is left; if j's group no longer
@@ -358,7 +363,7 @@ class _Simulation:
         for k in sorted(k for k in self.unplaced if k < j):
             if self._take(free, k, self.outcomes[k].job.min_group):
                 fitting.append(k)
-        if not fitting or self._take([list(f) for f in free], j, self.outcomes[j].job.min_group):
+        if not fitting or self._take(free, j, self.outcomes[j].job.min_group):
             return False
         self.queue.activate(set(fitting), t)
         return True
@@ -472,5 +477,5 @@ class _Simulation:
     def _poll(self, t: float) -> float:
         """The first poll of the replay at or after t."""
         while self.polls[-1] < t - 1e-9:
-            self.polls.append(self.polls[-1] + POLL_SLEEP_S + POLL_API_S * self.poll_rng.lognormvariate(0.0, 1.0))
+            self.polls.append(self.polls[-1] + REPLAY_POLL_S + POLL_API_S * self.poll_rng.lognormvariate(0.0, 1.0))
         return self.polls[bisect.bisect_left(self.polls, t - 1e-9)]

@@ -266,8 +266,8 @@ class JobLoop:
         try:
             return self._run()
         except EpochFailed as e:
-            if e.function_s:   # attempts that failed still ran, and are paid for
-                cost = measured_cost(e.function_s, self.spec.resources, self.spec.prices)
+            cost = measured_cost(e.function_s, self.spec.resources, self.spec.prices) if e.function_s else 0.0
+            if cost > 0:   # attempts that failed still ran, and are paid for
                 self.store.update_job(jid, spent=self.store.job(jid).spent + cost)
                 # no history row holds it: said here, so `spent` adds up (history + these events)
                 self._event("charged", f"{cost:.4g} for attempts that ran but finished no epoch")

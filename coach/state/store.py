@@ -271,10 +271,10 @@ class Store:
         return [EpochRecord(**{k: r[k] for k in _EPOCH_COLUMNS}) for r in rows]
 
     # -- events ----------------------------------------------------------------------------
-    def add_event(self, job_id: str, kind: str, message: str) -> None:
+    def add_event(self, job_id: str, kind: str, message: str, ts: float | None = None) -> None:
         with self._connect() as c:
             c.execute("INSERT INTO events (job_id, ts, kind, message) VALUES (?, ?, ?, ?)",
-                      (job_id, time.time(), kind, message))
+                      (job_id, time.time() if ts is None else ts, kind, message))
 
     def events(self, job_id: str) -> list[dict[str, Any]]:
         with self._connect() as c:

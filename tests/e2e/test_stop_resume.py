@@ -130,6 +130,8 @@ def test_a_killed_submit_shows_interrupted_and_resumes_without_force(tmp_path: P
     proc.communicate(timeout=60)
     [rec] = json.loads(run_coach("status", "--json", check=True).stdout)
     assert rec["status"] == "interrupted" and f"pid {proc.pid}" in rec["message"], rec
+    ran = rec["elapsed_s"]
+    time.sleep(2)   # it sits interrupted: not part of its elapsed time
     stop = run_coach("stop", job_id)
     assert stop.returncode == 1 and "not running (interrupted)" in stop.stderr, stop.stderr
     before = json.loads(run_coach("history", job_id, "--json", check=True).stdout)
@@ -139,6 +141,10 @@ def test_a_killed_submit_shows_interrupted_and_resumes_without_force(tmp_path: P
     assert rec["status"] == "succeeded"
     after = json.loads(run_coach("history", job_id, "--json", check=True).stdout)
     assert after[:len(before)] == before, "what was recorded before the kill is intact"
+    # the killed run counts to its last update, as it read while interrupted; the 2 s after it do not
+    events = json.loads(run_coach("events", job_id, "--json", check=True).stdout)
+    resumed = next(e["ts"] for e in events if e["kind"] == "resumed")
+    assert rec["elapsed_s"] == pytest.approx(ran + events[-1]["ts"] - resumed, abs=0.05), (rec, events)
 
 
 def test_a_job_stopped_during_tuning_resumes_the_tuning(tmp_path: Path, coach_home: Path) -> None:

@@ -148,7 +148,9 @@ def test_static_job_with_tight_budget_stops_as_budget_exhausted(tmp_path: Path, 
     # it stops on a prediction of what the next epoch is charged, not of its wall time (which
     # counts the replicas' uncharged `import mxnet`: a next epoch predicted at 4x what any cost)
     predicted = re.search(r"the next epoch would cost ([0-9.e+-]+)", rec["message"])
-    if predicted:
+    if predicted is None:   # the only other way: an epoch cost more than predicted, and the money is gone
+        assert rec["spent"] >= rec["budget"] and "spent" in rec["message"], rec["message"]
+    else:
         assert float(predicted.group(1)) <= 1.5 * max(r["cost"] for r in records), (rec["message"], records)
     assert (coach_home / "jobs" / rec["job_id"] / "checkpoints").iterdir(), "checkpoint kept"
     # resuming without more money would start the backend only to stop again (and charge for it)

@@ -117,6 +117,50 @@ def test_memory_limits_placement_too() -> None:
     assert fat.state == "waiting" and slim.state == "finished"
 
 
+@pytest.mark.parametrize(("slots", "younger", "yields"), [
+    # b (5 pods, older) and c (4): 8 free slots hold either, not both; c would take b's room
+    pytest.param(8, 1, True, id="both-fit-alone-not-together"),
+    pytest.param(9, 1, False, id="both-fit-together"),
+    pytest.param(4, 1, False, id="the-older-cannot-fit-anyway"),   # backfill: c goes on
+    pytest.param(8, 0, False, id="nobody-older-waits"),
+])
+def test_a_group_yields_the_room_an_older_group_that_fits_needs(slots: int, younger: int, yields: bool) -> None:
+    # CoachGang's PreFilter (`ahead`, `yieldTo`): the room of older unplaced groups is set aside, and
+    # the older groups that fit are woken from their backoff
+    from coach.experiment.simulate import _Item, _Pod, _Simulation
+
+    run = _Simulation([job("b", pods=5), job("c", 0.1, pods=4)], [(float(slots), 64.0)], "coach-gang", seed=0)
+    run.unplaced = {0, 1}
+    older = _Item([_Pod(0, "b-scheduler-0", "scheduler")], queued=(0.0, 0), failures=4, fifo=(0, 0))
+    run.queue.failed.append(older)
+    assert run._yields(younger, 1.0) is yields
+    assert older.active is yields and (older in [e[-1] for e in run.queue.active]) is yields
+
+
+@pytest.mark.parametrize(("failures", "queued", "expiry"), [
+    (0, 3.2, 0.0),
+    (1, 3.2, 5.0),    # 4.2 truncated to 4: backing off until the clock is past that second
+    (2, 3.9, 6.0),
+    (5, 3.2, 14.0),   # 16 s capped at 10
+])
+def test_backoff_ends_past_the_whole_second_after_its_truncated_expiry(failures: int, queued: float,
+                                                                       expiry: float) -> None:
+    from coach.experiment.simulate import _Item
+
+    assert _Item([], queued=(queued, 0), failures=failures).backoff_expiry() == expiry
+
+
+def test_the_replay_polls_are_drawn_per_run() -> None:
+    # on a fixed grid every seed made the same call on whether two jobs end at one poll
+    from coach.experiment.simulate import _Simulation
+
+    runs = [_Simulation([job("a")], NODES, "coach-gang", seed=s) for s in (1, 1, 2)]
+    polls = [[r._poll(t) for t in range(0, 300, 3)] for r in runs]
+    assert polls[0] == polls[1] and polls[0] != polls[2]
+    gaps = sorted(b - a for a, b in zip(runs[0].polls, runs[0].polls[1:]))
+    assert gaps[0] > 0.25 and gaps[len(gaps) // 2] == pytest.approx(0.255, abs=0.002)   # measured: 0.255 s
+
+
 def test_the_same_seed_gives_the_same_run_and_seeds_differ() -> None:
     workload = random_workload(12, 1, mean_gap_s=0.5)
     one, again = (simulate(workload, NODES, "default-scheduler", seed=3) for _ in range(2))

@@ -98,9 +98,12 @@ def ev(ts: float, kind: str) -> dict:
         pytest.param("stopped", 1030,
                      [ev(0, "submitted"), ev(40, "stopped"), ev(1000, "resumed"), ev(1030, "stopped")], 1100, 70,
                      id="stopped-twice"),
-        # its process was killed after its plan at 30 s; `coach resume` at 1000 s
+        # its process was killed after its plan at 30 s and its last update at 35 s; `coach resume` at
+        # 1000 s records that end (it read 35 s while interrupted, then 30 s + the rest once resumed)
+        pytest.param("training", 1000, [ev(0, "submitted"), ev(30, "plan"), ev(35, "interrupted"),
+                                        ev(1000, "resumed")], 1100, 135, id="resumed-after-kill"),
         pytest.param("training", 1000, [ev(0, "submitted"), ev(30, "plan"), ev(1000, "resumed")], 1100, 130,
-                     id="resumed-after-kill"),
+                     id="resumed-after-kill-recorded-before-the-end-was"),
         # the store reports a job whose process died as interrupted; its last update ends it
         pytest.param("interrupted", 35, [ev(0, "submitted"), ev(30, "plan")], 1100, 35, id="interrupted"),
     ],
