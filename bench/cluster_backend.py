@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -123,6 +124,7 @@ def main() -> None:
                           f"{', '.join(x['statuses'])}  {x['retries']} retries", flush=True)
     finally:
         cluster.down()
+        shutil.rmtree(os.environ["COACH_CLUSTER_DIR"], ignore_errors=True)   # as bench/simulator.py does
     summary = {}
     for n in (1, args.concurrent):
         local = sum(results[("local", n)])
