@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from typing import Callable
@@ -36,23 +37,28 @@ def watch(store: Store, job_ids: list[str], finished: Callable[[], bool], consol
 
 
 def _show(store: Store, job_ids: list[str], finished: Callable[[], bool], console: Console) -> None:
-    if console.is_terminal:
-        with Live(console=console, refresh_per_second=4, transient=False) as live:
-            while True:
-                done = finished()
-                live.update(Text("\n".join(progress_line(store.job(j), store.events(j)) for j in job_ids)))
-                if done:
-                    return
-                time.sleep(REFRESH_S)
+    """Every REFRESH_S: a live line per job on a terminal, else a line per job that changed. A
+    job's events (what its elapsed time is counted from) are read again only when it changes:
+    a resume or a final status always comes with a new status."""
     last: dict[str, tuple] = {}
-    while True:
-        done = finished()
-        for j in job_ids:
-            job = store.job(j)
-            key = (job.status, job.epoch, job.val_loss, job.workers, job.servers, job.message)
-            if last.get(j) != key:
-                last[j] = key
-                print(progress_line(job, store.events(j)), file=sys.stderr, flush=True)
-        if done:
-            return
-        time.sleep(REFRESH_S)
+    events: dict[str, list] = {}
+    live = Live(console=console, refresh_per_second=4, transient=False) if console.is_terminal else None
+    with live if live is not None else contextlib.nullcontext():
+        while True:
+            done = finished()
+            lines = []
+            for j in job_ids:
+                job = store.job(j)
+                key = (job.status, job.epoch, job.val_loss, job.workers, job.servers, job.message)
+                changed = last.get(j) != key
+                if changed:
+                    last[j], events[j] = key, store.events(j)
+                if live is not None or changed:
+                    lines.append(progress_line(job, events[j]))
+            if live is not None:
+                live.update(Text("\n".join(lines)))
+            elif lines:
+                print("\n".join(lines), file=sys.stderr, flush=True)
+            if done:
+                return
+            time.sleep(REFRESH_S)

@@ -211,24 +211,24 @@ class ConvergenceFit:
             # past a given horizon (a job's: what max_epochs leaves) the job does not run: "maybe
             # not"; the default horizon is only a guard against nonsense and cuts nothing here
             hi = None if hi is None or (horizon is not None and late > limit) else max(hi, point, late)
+        crossing = None if raw is None else raw - consecutive + 1   # the fitted curve's first epoch under it
         if target <= self.b2:
             note = (f"target {target:g} is at or below the fitted asymptote {self.b2:.4g}: "
                     "the loss is not expected to get there")
-        elif point is None and raw is not None and raw <= limit:
-            note = (f"the fitted curve crosses {target:g} at epoch {raw - consecutive + 1}, but with the "
-                    f"observed noise {consecutive} epochs in a row under it are not expected within "
-                    f"the horizon of {limit:g}")
-        elif point is None and raw is not None and raw < MAX_EPOCH and raw - consecutive + 1 <= limit:
-            note = (f"the fitted curve crosses {target:g} at epoch {raw - consecutive + 1}, but {consecutive} "
-                    f"epochs in a row under it would end at epoch {raw}, beyond the horizon of {limit:g}")
-        elif point is None and raw is not None and raw < MAX_EPOCH:
-            note = (f"the fitted curve falls too slowly: it would reach {target:g} only at epoch "
-                    f"{raw - consecutive + 1}, beyond the horizon of {limit:g}")
-        elif point is None:
+        elif point is not None:
+            note = f"80% interval [{lo}, {'never' if hi is None else hi}]"
+        elif raw is not None and raw <= limit:
+            note = (f"the fitted curve crosses {target:g} at epoch {crossing}, but with the observed noise "
+                    f"{consecutive} epochs in a row under it are not expected within the horizon of {limit:g}")
+        elif raw is None or raw >= MAX_EPOCH:
             note = (f"the fitted curve falls too slowly: it would reach {target:g} only after more than "
                     f"{MAX_EPOCH:g} epochs, beyond the horizon of {limit:g}")
+        elif crossing <= limit:
+            note = (f"the fitted curve crosses {target:g} at epoch {crossing}, but {consecutive} epochs in a "
+                    f"row under it would end at epoch {raw}, beyond the horizon of {limit:g}")
         else:
-            note = f"80% interval [{lo}, {'never' if hi is None else hi}]"
+            note = (f"the fitted curve falls too slowly: it would reach {target:g} only at epoch {crossing}, "
+                    f"beyond the horizon of {limit:g}")
         return EpochsPrediction(epoch=point, lo=lo, hi=hi, reachable=point is not None,
                                 asymptote=self.b2, note=note)
 
