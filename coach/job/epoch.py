@@ -112,8 +112,7 @@ class EpochRunner:
         base = dict(plan.task, job_id=plan.job_id, epoch=plan.epoch, attempt=attempt_id, root_uri=uri,
                     root_port=port, node_host=node_host, workers=plan.workers, servers=plan.servers,
                     deadline_s=plan.deadline_s, abort_file=str(abort), seed=plan.seed, limit=plan.limit,
-                    checkpoint_in=plan.checkpoint_in, checkpoint_out=plan.checkpoint_out,
-                    validate=True)
+                    checkpoint_in=plan.checkpoint_in, checkpoint_out=plan.checkpoint_out)
         calls = [("scheduler", 0, dict(base, role="scheduler"))]
         calls += [("server", i, dict(base, role="server")) for i in range(plan.servers)]
         calls += [("worker", i, dict(base, role="worker", shard=i)) for i in range(plan.workers)]

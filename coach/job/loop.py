@@ -11,7 +11,6 @@ Each job runs its own loop in its own thread; jobs meet only in the Coordinator.
 
 from __future__ import annotations
 
-import math
 import shutil
 import time
 import traceback
@@ -22,14 +21,14 @@ from typing import Any, Callable, Mapping
 from coach.backends.base import Backend, Placement
 from coach.data import train_size
 from coach.errors import BackendError, CoachError, Diverged, EpochFailed, FailsAgain, SpecError
-from coach.estimate import EarlierRun, Eta, SpeedModel, epoch_budget, eta, measured_cost
+from coach.estimate import EarlierRun, Eta, epoch_budget, eta, measured_cost
 from coach.estimate.history import fit_history
 from coach.estimate.progress import progress_of, streak_of
 from coach.estimate.cost import epoch_cost
 from coach.job.coordinator import Coordinator
 from coach.job.earlier import NONE_FOUND, describe, find_earlier
 from coach.job.epoch import EpochOutcome, EpochPlan, EpochRunner
-from coach.plan import Allocation, JobDemand
+from coach.plan import Allocation, JobDemand, predicted_epoch_cost
 from coach.spec import JobSpec
 from coach.state.records import EpochRecord
 from coach.state.store import Store
@@ -81,21 +80,9 @@ def _charged_overheads(history: list[EpochRecord], spec: JobSpec) -> list[float]
     return sorted(max(0.0, charged_s(r) - r.samples / r.samples_per_s) for r in history if r.samples_per_s > 0)
 
 
-def _epoch_s(overheads: list[float], rate: float | None, samples: int) -> float | None:
-    """An epoch of `samples` at `rate` plus the median of `overheads` (None: no rate known)."""
-    if not rate or rate <= 0 or not math.isfinite(rate):
-        return None
-    return samples / rate + (overheads[len(overheads) // 2] if overheads else 0.0)
-
-
-def _epoch_cost(history: list[EpochRecord], speed: SpeedModel | None, w: int, s: int, samples: int,
-                spec: JobSpec) -> float | None:
-    """What the next training epoch of `samples` on (w, s) will cost: training at the speed
-    model's rate plus the median charged overhead (None: nothing measured yet)."""
-    if speed is None or not history:
-        return None
-    seconds = _epoch_s(_charged_overheads(history, spec), speed.predict(w, s), samples)
-    return None if seconds is None else epoch_cost(w, s, spec.resources, seconds, spec.prices)
+def _median(values: list[float]) -> float:
+    """The median of sorted `values` (the upper one of an even count); 0 for none."""
+    return values[len(values) // 2] if values else 0.0
 
 
 def _mini_epoch_cost(history: list[EpochRecord], w: int, s: int, spec: JobSpec) -> float | None:
@@ -187,11 +174,9 @@ class JobLoop:
                           duration_s=outcome.wall_s, samples=outcome.samples,
                           samples_per_s=outcome.samples_per_s, cost=cost, retries=outcome.retries,
                           started_at=started, finished_at=time.time())
-        self.store.record_epoch(rec)
-        job = self.store.job(self.run.job_id)
         # a training epoch's loss is stored with its ETA (`_update_eta`), a mini-epoch's here
         shown = dict(val_loss=outcome.val_loss, val_epoch=f"{phase} {epoch}") if phase == "tuning" else {}
-        self.store.update_job(self.run.job_id, spent=job.spent + cost, checkpoint=outcome.checkpoint, **shown)
+        self.store.record_epoch(rec, checkpoint=outcome.checkpoint, **shown)
         self._prune_checkpoints(outcome.checkpoint)
         return rec
 
@@ -212,7 +197,7 @@ class JobLoop:
         """Predicted wall time of a whole training epoch on (w, s): training + measured overhead."""
         if speed is None or not history:
             return None
-        return _epoch_s(_overheads(history), speed.predict(w, s), self.n_train)
+        return speed.epoch_seconds(w, s, self.n_train) + _median(_overheads(history))
 
     def _streak(self, history: list[EpochRecord]) -> int:
         return streak_of(history, self.spec.target_loss)
@@ -258,6 +243,7 @@ class JobLoop:
             static=(self.spec.workers, self.spec.servers) if self.spec.allocation == "static" else None,
             resources=self.spec.resources,
             epoch_budget=epoch_budget(self.spec.budget - spent, remaining_epochs), prices=self.spec.prices,
+            overhead_s=_median(_charged_overheads(history, self.spec)),   # the budget's: charged, not wall
             current=next(((r.workers, r.servers) for r in reversed(history) if r.phase == "training"), None))
 
     # -- the loop --------------------------------------------------------------------------
@@ -284,6 +270,9 @@ class JobLoop:
         finally:
             try:
                 self.run.backend.teardown(jid)
+            except CoachError as e:   # the job's status stands: a leftover function is not its failure
+                self._event("teardown_failed", f"its functions could not be removed ({e}); they are removed "
+                                               "again when this run ends, or as stale by the next one")
             finally:   # the functions go first: their room is not handed out while they hold it
                 self.run.coordinator.release(jid, done=True)
 
@@ -333,7 +322,7 @@ class JobLoop:
             if alloc is None:
                 return self._finish("stopped", f"stopped by request while waiting for capacity (epoch {epoch})")
             try:
-                predicted = _epoch_cost(history, demand.speed, alloc.workers, alloc.servers, self.n_train, spec)
+                predicted = predicted_epoch_cost(demand, alloc.workers, alloc.servers)
                 if predicted is not None and predicted > left:
                     return self._budget_exhausted(left, predicted)
                 if history:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 import threading
 import uuid
 from pathlib import Path
 from typing import Callable
 
 from coach.backends.base import Backend
-from coach.errors import CoachError
+from coach.errors import CoachError, StateError
 from coach.job.coordinator import Coordinator
 from coach.job.loop import JobLoop, JobRun
 from coach.spec import JobSpec
@@ -20,13 +21,13 @@ def new_job_id(name: str) -> str:
     return f"{name}-{uuid.uuid4().hex[:6]}"
 
 
-def register(spec: JobSpec, store: Store) -> str:
-    """Record a new job (status queued, run by this process) and return its id."""
+def register(spec: JobSpec, store: Store, backend: str = "local") -> str:
+    """Record a new job (status queued, run by this process, on `backend`) and return its id."""
     job_id = new_job_id(spec.name)
     store.claim_job(job_id)   # before it exists: `coach status` never sees it unowned
     source = Path(spec.source)   # absolute: `coach resume` may run from another folder and name it
     spec_path = str(source.absolute()) if source.is_file() else spec.source
-    store.create_job(job_id, spec.name, spec_path, dataclasses.asdict(spec), spec.target_loss, spec.budget)
+    store.create_job(job_id, spec.name, spec_path, dataclasses.asdict(spec), spec.target_loss, spec.budget, backend)
     store.add_event(job_id, "submitted", f"from {spec.source}")
     return job_id
 
@@ -44,12 +45,17 @@ def run_jobs(jobs: dict[str, JobSpec], backend: Backend, store: Store,
 
     def one(job_id: str, spec: JobSpec) -> None:
         try:
-            loop = JobLoop(JobRun(spec, job_id, store, backend, coordinator, home / "jobs" / job_id))
+            try:
+                loop = JobLoop(JobRun(spec, job_id, store, backend, coordinator, home / "jobs" / job_id))
+            except Exception as e:  # the loop could not even start (e.g. dataset unreadable)
+                message = f"could not start: {e if isinstance(e, CoachError) else f'{type(e).__name__}: {e}'}"
+                store.update_job(job_id, status="failed", message=message)
+                store.add_event(job_id, "failed", message)
+                statuses[job_id] = "failed"
+                return
             statuses[job_id] = loop.run_job()
-        except Exception as e:  # the loop could not even start (e.g. dataset unreadable)
-            message = f"could not start: {e if isinstance(e, CoachError) else f'{type(e).__name__}: {e}'}"
-            store.update_job(job_id, status="failed", message=message)
-            store.add_event(job_id, "failed", message)
+        except StateError as e:   # the store cannot record the end (a full disk): what it holds stays
+            print(f"error: {job_id}: {e}", file=sys.stderr)
             statuses[job_id] = "failed"
         finally:
             store.release_job(job_id)

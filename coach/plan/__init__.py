@@ -17,6 +17,7 @@ from coach.plan.planner import (
     min_resources,
     plan,
     plan_with_waits,
+    predicted_epoch_cost,
 )
 
 __all__ = [
@@ -36,4 +37,5 @@ __all__ = [
     "min_resources",
     "plan",
     "plan_with_waits",
+    "predicted_epoch_cost",
 ]

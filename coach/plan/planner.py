@@ -56,6 +56,7 @@ class JobDemand:
     static: tuple[int, int] | None = None    # fixed (w, s): no planning, exactly this or wait
     resources: Mapping[str, RoleResources] = field(default_factory=lambda: dict(DEFAULT_RESOURCES))
     epoch_budget: float | None = None   # predicted epoch cost must stay ≤ this; None = no limit
+    overhead_s: float = 0.0             # charged seconds an epoch costs beyond its training (start-up, checkpoint)
     prices: Prices = DEFAULT_PRICES
     current: tuple[int, int] | None = None   # (w, s) of its last training epoch; None before
 
@@ -259,18 +260,29 @@ def _step(d: JobDemand, ws: tuple[int, int], role: str, room: _Room) -> _Step:
     per_core = (now - then) / max(res.cpu, 1e-9)
     horizon = "per epoch" if d.remaining_epochs is None else "of the remaining time"
     if d.epoch_budget is not None:
-        seconds = d.speed.epoch_seconds(nw, ns, d.samples_per_epoch)
-        cost = epoch_cost(nw, ns, d.resources, seconds, d.prices)
+        cost = predicted_epoch_cost(d, nw, ns)
         if cost > d.epoch_budget:
             return _Step(False, per_core, f"a {nth} {role} would make an epoch cost {cost:.4g}, "
                                           f"above the epoch budget {d.epoch_budget:.4g}")
     keeps = d.current is not None and nw <= d.current[0] and ns <= d.current[1]   # back to what it runs on
     floor = 0.0 if keeps else gain_floor(d.speed)
     if now - then <= 0 or now - then < floor * now:
-        short = "no gain" if keeps else f"under {floor:.0%} of {now:.3g} s"
+        if now - then <= 0:   # "would save -0.185 s" read as a typo
+            return _Step(False, per_core, f"a {nth} {role} would slow it down by {then - now:.3g} s {horizon}")
         return _Step(False, per_core, f"a {nth} {role} would save {now - then:.3g} s {horizon} "
-                                      f"({per_core:.3g} s per core), {short}")
+                                      f"({per_core:.3g} s per core), under {floor:.0%} of {now:.3g} s")
     return _Step(True, per_core, f"a {nth} {role} would save {per_core:.3g} s {horizon} per core")
+
+
+def predicted_epoch_cost(d: JobDemand, w: int, s: int) -> float | None:
+    """A training epoch's cost on (w, s): training at the speed model's rate plus the job's
+    overhead, as charged (None: no speed model yet). The planner and the job loop's budget
+    check use this one prediction: judged on the training alone, the planner granted a (w, s)
+    that the loop's check, which counts the overhead, could then refuse."""
+    if d.speed is None:
+        return None
+    seconds = d.speed.epoch_seconds(w, s, d.samples_per_epoch) + d.overhead_s
+    return epoch_cost(w, s, d.resources, seconds, d.prices)
 
 
 def _reason(d: JobDemand, ws: tuple[int, int], room: _Room) -> str:
@@ -283,7 +295,7 @@ def _reason(d: JobDemand, ws: tuple[int, int], room: _Room) -> str:
     grown = "" if (w, s) == (1, 1) else " (each step granted by marginal utility)"
     reason = f"{_ws(w, s)}{grown}; stopped because " + "; ".join(st.why_not for st in steps)
     if d.epoch_budget is not None and (w, s) == (1, 1):
-        cost = epoch_cost(1, 1, d.resources, d.speed.epoch_seconds(1, 1, d.samples_per_epoch), d.prices)
+        cost = predicted_epoch_cost(d, 1, 1)
         if cost > d.epoch_budget:
             reason += (f"; even the minimum's predicted epoch cost {cost:.4g} exceeds the epoch budget "
                        f"{d.epoch_budget:.4g}")

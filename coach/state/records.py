@@ -53,6 +53,7 @@ class JobRecord:
     val_loss: float | None = None
     val_epoch: str = ""   # which finished (mini-)epoch val_loss is from, e.g. "tuning 3", "training 2"
     earlier_job: str = ""   # ids of the earlier runs of the same model and data its ETA asks, comma-separated
+    backend: str = "local"   # where its role functions run (local or cluster): `coach resume` keeps it
     message: str = ""
     created_at: float = 0.0
     updated_at: float = 0.0

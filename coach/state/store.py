@@ -3,7 +3,8 @@
 SQLite in WAL mode lets `coach status` read while `coach submit` writes, from other
 processes. Every operation opens its own short connection, so job threads never share one.
 An epoch is keyed by (job, phase, epoch): it can be recorded once, never twice. A lease is
-the capacity a running epoch holds; leases are how separate `coach submit` processes on one
+the capacity a running job's functions hold (for an epoch; on the cluster backend, whose pods
+stay between epochs, until the job ends); leases are how separate `coach submit` processes on one
 machine avoid handing out the same cores twice. A demand is what the planner needs to know
 about a running job; with them every process plans over all jobs on the machine.
 """
@@ -53,10 +54,12 @@ CREATE TABLE IF NOT EXISTS demands (
     demand TEXT NOT NULL);
 """
 # columns added after a release: a store made by an older Coach gains them when opened
-_ADDED_COLUMNS = {"jobs": [("val_epoch", "TEXT NOT NULL DEFAULT ''"), ("earlier_job", "TEXT NOT NULL DEFAULT ''")]}
+_ADDED_COLUMNS = {"jobs": [("val_epoch", "TEXT NOT NULL DEFAULT ''"), ("earlier_job", "TEXT NOT NULL DEFAULT ''"),
+                          ("backend", "TEXT NOT NULL DEFAULT 'local'")]}
 
 _JOB_COLUMNS = ("job_id", "name", "spec_path", "status", "target_loss", "budget", "spent", "workers",
-                "servers", "epoch", "val_loss", "val_epoch", "earlier_job", "message", "created_at", "updated_at")
+                "servers", "epoch", "val_loss", "val_epoch", "earlier_job", "backend", "message", "created_at",
+                "updated_at")
 _EPOCH_COLUMNS = tuple(f.name for f in fields(EpochRecord))
 _JOB_NUMBERS = ("target_loss", "budget", "spent", "workers", "servers", "epoch", "created_at", "updated_at")
 _EPOCH_NUMBERS = tuple(c for c in _EPOCH_COLUMNS if c not in ("job_id", "phase"))
@@ -94,6 +97,18 @@ def what_to_do(e: sqlite3.DatabaseError, path: Path) -> str:
     if name.startswith("SQLITE_IOERR"):
         return f"the file system failed to read or write it: check the disk holding {path.parent}"
     return "if it is damaged, move it away to start a new one; its jobs are then forgotten"
+
+
+def _job_values(values: dict[str, Any]) -> dict[str, Any]:
+    """A job row's columns for `values`, stamped with the time of the change."""
+    if "eta" in values:
+        values["eta_json"] = json.dumps(values.pop("eta") or {})
+    if "spec" in values:
+        values["spec_json"] = json.dumps(values.pop("spec"))
+    bad = set(values) - set(_JOB_COLUMNS) - {"eta_json", "spec_json", "checkpoint", "stop_requested"}
+    if bad:
+        raise ValueError(f"unknown job columns {sorted(bad)}")
+    return {**values, "updated_at": time.time()}
 
 
 class Store:
@@ -138,24 +153,16 @@ class Store:
 
     # -- jobs ------------------------------------------------------------------------------
     def create_job(self, job_id: str, name: str, spec_path: str, spec_json: dict[str, Any],
-                   target_loss: float, budget: float) -> JobRecord:
+                   target_loss: float, budget: float, backend: str = "local") -> JobRecord:
         now = time.time()
         with self._connect() as c:
             c.execute("INSERT INTO jobs (job_id, name, spec_path, spec_json, status, target_loss, budget, "
-                      "created_at, updated_at) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?)",
-                      (job_id, name, spec_path, json.dumps(spec_json), target_loss, budget, now, now))
+                      "backend, created_at, updated_at) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
+                      (job_id, name, spec_path, json.dumps(spec_json), target_loss, budget, backend, now, now))
         return self.job(job_id)
 
     def update_job(self, job_id: str, **values: Any) -> None:
-        if "eta" in values:
-            values["eta_json"] = json.dumps(values.pop("eta") or {})
-        if "spec" in values:
-            values["spec_json"] = json.dumps(values.pop("spec"))
-        allowed = set(_JOB_COLUMNS) | {"eta_json", "spec_json", "checkpoint", "stop_requested"}
-        bad = set(values) - allowed
-        if bad:
-            raise ValueError(f"unknown job columns {sorted(bad)}")
-        values["updated_at"] = time.time()
+        values = _job_values(values)
         cols = ", ".join(f"{k} = ?" for k in values)
         with self._connect() as c:
             c.execute(f"UPDATE jobs SET {cols} WHERE job_id = ?", (*values.values(), job_id))
@@ -249,12 +256,20 @@ class Store:
         return jobs, problems
 
     # -- epochs ----------------------------------------------------------------------------
-    def record_epoch(self, rec: EpochRecord) -> None:
+    def record_epoch(self, rec: EpochRecord, **job: Any) -> None:
+        """Record a finished epoch, add its cost to the job's spend and set `job`'s values (the
+        checkpoint it wrote), in one transaction: a history holding epoch N beside a job that
+        still points at epoch N − 1's checkpoint would resume from older weights, with a spend
+        that misses the epoch's cost."""
         marks = ", ".join("?" for _ in _EPOCH_COLUMNS)
+        values = _job_values(job)
+        cols = "".join(f", {k} = ?" for k in values)
         try:
             with self._connect() as c:
                 c.execute(f"INSERT INTO epochs ({', '.join(_EPOCH_COLUMNS)}) VALUES ({marks})",
                           tuple(getattr(rec, k) for k in _EPOCH_COLUMNS))
+                c.execute(f"UPDATE jobs SET spent = spent + ?{cols} WHERE job_id = ?",
+                          (rec.cost, *values.values(), rec.job_id))
         except sqlite3.IntegrityError as e:
             if "UNIQUE" in str(e):
                 raise StateError(f"{rec.job_id}: {rec.phase} epoch {rec.epoch} is already recorded") from None

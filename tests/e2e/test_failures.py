@@ -140,6 +140,38 @@ def test_a_failed_head_start_of_tuning_does_not_fail_the_job(tmp_path: Path, coa
     assert len(events) == 1 and "did not start within 60 s" in events[0], events
 
 
+def test_a_teardown_that_fails_keeps_the_jobs_status(tmp_path: Path, coach_home: Path) -> None:
+    """Removing a finished job's functions can fail (on the cluster backend, an apiserver that is
+    gone). The job's own status stands, and the failure is an event; before, it turned a stopped
+    job into "failed: could not start". Injected into the real local backend: its teardown only
+    stops local processes, which does not fail."""
+    from coach.backends.local import LocalBackend
+    from coach.errors import BackendError
+    from coach.job.submit import register, run_jobs
+    from coach.spec import parse_spec
+    from coach.state.store import Store
+    from tests.conftest import FAST_JOB
+
+    class TeardownFails(LocalBackend):
+        def teardown(self, job_id: str) -> None:
+            super().teardown(job_id)
+            raise BackendError("apiserver https://127.0.0.1:1: ConnectError")
+
+    store = Store()
+    spec = parse_spec(dict(FAST_JOB, name="teardown"), str(tmp_path / "job.yaml"))
+    job_id = register(spec, store)
+    store.update_job(job_id, stop_requested=1)   # stops after its first mini-epoch
+    backend = TeardownFails(log_dir=coach_home / "logs")
+    try:
+        statuses = run_jobs({job_id: spec}, backend, store)
+    finally:
+        backend.close()
+    kinds = [e["kind"] for e in store.events(job_id)]
+    assert statuses[job_id] == "stopped" and store.job(job_id).status == "stopped", store.job(job_id).message
+    assert kinds[-1] == "teardown_failed" and "failed" not in kinds, kinds
+    assert "ConnectError" in store.events(job_id)[-1]["message"]
+
+
 def test_a_damaged_checkpoint_fails_once_naming_the_file(tmp_path: Path) -> None:
     """A checkpoint damaged on disk fails the epoch at once, naming the file, instead of four
     charged attempts ending in MXNet's C++ stack trace ('Invalid NDArray file format')."""

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from coach.estimate import Prices, RoleResources, SpeedSample, epoch_cost, fit_speed
 from coach.plan import (Allocation, JobDemand, RunningJob, demand_from_json, demand_to_json, expected_wait,
-                        min_resources, plan, plan_with_waits)
+                        min_resources, plan, plan_with_waits, predicted_epoch_cost)
 
 RES = {"scheduler": RoleResources(0.1, 0.25), "server": RoleResources(0.5, 0.5), "worker": RoleResources(1.0, 1.0)}
 GRID = [(1, 1), (2, 1), (1, 2), (2, 2), (3, 1), (3, 2), (4, 2), (4, 1)]
@@ -34,7 +36,7 @@ def test_job_alone_on_two_cores_learns_extra_workers_do_not_help():
     # capacity is ample, so only the speed model can stop the planner
     out = plan([job("a", two_core_speed())], capacity_cpu=16, capacity_memory_gib=64)
     assert (out["a"].workers, out["a"].servers) == (1, 1)
-    assert "2nd worker would save" in out["a"].reason
+    assert "2nd worker would slow it down by" in out["a"].reason   # it read "would save -75.3 s"
 
 
 def test_scaling_job_alone_grows_until_capacity():
@@ -91,6 +93,18 @@ def test_budget_caps_the_allocation():
     assert unlimited.workers > capped.workers
     assert epoch_cost(capped.workers, capped.servers, RES, seconds(capped.workers, capped.servers), prices) <= cap
     assert "epoch budget" in capped.reason
+
+
+@pytest.mark.parametrize(("overhead_s", "grown"), [(0.0, True), (30.0, False)], ids=["training-only", "overhead"])
+def test_the_budget_counts_an_epochs_overhead_as_the_job_loop_does(overhead_s: float, grown: bool):
+    """The loop refuses an epoch whose predicted cost (training + charged overhead) the budget
+    cannot buy; the planner judged the training alone, and could grant such a (w, s)."""
+    speed, prices = scaling_speed(), Prices(cpu_core_second=0.001, gib_second=0.0)
+    d = job("a", speed, prices=prices, max_servers=1, overhead_s=overhead_s)
+    cap = epoch_cost(2, 1, RES, 50_000 / speed.predict(2, 1), prices) * 1.001   # 2 workers' training fits
+    out = plan([dataclasses.replace(d, epoch_budget=cap)], capacity_cpu=64, capacity_memory_gib=256)["a"]
+    assert (out.workers > 1) is grown, out.reason
+    assert predicted_epoch_cost(d, out.workers, out.servers) <= cap or (out.workers, out.servers) == (1, 1)
 
 
 def test_never_below_one_scheduler_one_server_one_worker():
@@ -177,7 +191,7 @@ def test_a_gain_within_the_error_changes_nothing(current, expected):
 def test_a_job_gives_up_what_it_runs_on_when_it_does_not_help():
     # trained on (2, 2), but the model says a 2nd worker and a 2nd server are slower: back to (1, 1)
     out = plan([job("a", two_core_speed(), current=(2, 2))], capacity_cpu=16, capacity_memory_gib=64)["a"]
-    assert (out.workers, out.servers) == (1, 1) and "no gain" in out.reason, out.reason
+    assert (out.workers, out.servers) == (1, 1) and "would slow it down" in out.reason, out.reason
 
 
 def test_waiting_jobs_are_told_why():

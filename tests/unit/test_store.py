@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sqlite3
 from pathlib import Path
@@ -44,6 +45,24 @@ def test_epochs_come_back_tuning_first_then_by_epoch_whatever_the_clock(store: S
         store.record_epoch(EpochRecord("j-000000", phase, epoch, 1, 1, 1.0, 1.0, 1.0, 10, 10.0, 0.0,
                                        started_at=t, finished_at=t + 1))
     assert [(e.phase, e.epoch) for e in store.epochs("j-000000")] == list(clock)
+
+
+def test_an_epoch_is_recorded_with_its_spend_and_checkpoint_or_not_at_all(store: Store) -> None:
+    """A history holding epoch N beside a job still pointing at epoch N − 1's checkpoint would
+    resume from older weights with a spend missing the epoch's cost: the two are one write."""
+    from coach.state.records import EpochRecord
+
+    store.create_job("j-000000", "j", "x.yaml", {}, 0.1, 1.0)
+    rec = EpochRecord("j-000000", "training", 1, 1, 1, 1.0, 1.0, 1.0, 10, 10.0, 0.25)
+    store.record_epoch(rec, checkpoint="/ckpt/training-0001")
+    job = store.job("j-000000")
+    assert (job.spent, store.checkpoint("j-000000")) == (0.25, "/ckpt/training-0001")
+    with sqlite3.connect(store.path) as c:   # the job's half of the write fails, as on a full disk
+        c.execute("CREATE TRIGGER full BEFORE UPDATE ON jobs BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+    with pytest.raises(StateError, match="training epoch 2 cannot be recorded: disk full"):
+        store.record_epoch(dataclasses.replace(rec, epoch=2), checkpoint="/ckpt/training-0002")
+    assert [e.epoch for e in store.epochs("j-000000")] == [1]
+    assert (store.job("j-000000").spent, store.checkpoint("j-000000")) == (0.25, "/ckpt/training-0001")
 
 
 def test_a_damaged_store_is_named_not_a_traceback(store: Store) -> None:

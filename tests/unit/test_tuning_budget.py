@@ -8,7 +8,8 @@ import pytest
 
 from coach.estimate.cost import epoch_cost
 from coach.estimate import SpeedSample, fit_speed
-from coach.job.loop import _epoch_cost, _mini_epoch_cost
+from coach.job.loop import _charged_overheads, _median, _mini_epoch_cost
+from coach.plan import JobDemand, predicted_epoch_cost
 from coach.spec import load_spec
 from coach.state.records import EpochRecord
 from tests.conftest import FAST_JOB, write_job
@@ -64,7 +65,10 @@ def test_a_training_epoch_is_predicted_with_its_charged_overhead(tmp_path: Path,
     records = [mini(spec, 1, 1, charged, wall, rate=20000.0, samples=1400, phase="training")
                for charged, wall in history]
     speed = fit_speed([SpeedSample(1, 1, 20000.0, spec.batch_size)]) if history else None
-    got = _epoch_cost(records, speed, 1, 1, 1400, spec)
+    demand = JobDemand(job_id="j", speed=speed, remaining_epochs=None, samples_per_epoch=1400,
+                       resources=spec.resources, prices=spec.prices,
+                       overhead_s=_median(_charged_overheads(records, spec)))   # as the job loop asks
+    got = predicted_epoch_cost(demand, 1, 1)
     if seconds is None:
         assert got is None
     else:
