@@ -12,7 +12,7 @@ import csv
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -105,12 +105,12 @@ def predict_curve(curve: Curve, target: float, consecutive: int = 1,
     fit = fit_convergence(progress, curve.losses, train_losses=curve.train_losses, earlier=earlier)
     at, streak = met_in(curve.losses, target, consecutive)
     if at is not None:   # the fitted curve, a compromise over all rows, may cross somewhere else
-        epoch = int(round(curve.epochs[at]))
+        epoch = curve.epochs[at]   # as the file writes it: a row at epoch 0.5 is not epoch 0
+        epoch = int(epoch) if epoch.is_integer() else epoch
         return EpochsPrediction(epoch=epoch, lo=epoch, hi=epoch, reachable=True, asymptote=fit.b2,
-                                note=f"met in the file at epoch {epoch}")
-    pred = fit.epochs_to_target(target, consecutive, start=math.floor(progress[-1] + 1e-9), streak=streak)
-    shift = (lambda e: None if e is None else int(round(e - curve.offset)))  # noqa: E731
-    return replace(pred, epoch=shift(pred.epoch), lo=shift(pred.lo), hi=shift(pred.hi))
+                                note=f"met in the file at epoch {epoch:g}")
+    return fit.epochs_to_target(target, consecutive, start=math.floor(progress[-1] + 1e-9), streak=streak,
+                                offset=curve.offset)
 
 
 def earlier_of(path: Path) -> EarlierRun:

@@ -116,7 +116,7 @@ class EpochsPrediction:
     reachable.
     """
 
-    epoch: int | None          # median first epoch meeting the stop rule; None if unreachable
+    epoch: int | float | None  # median first epoch meeting the stop rule (met in a file: its own); None if unreachable
     lo: int | None             # 80% interval: bootstrap replicas' 10th percentile, widened by extrapolation
     hi: int | None             # ... their 90th percentile, widened; None = some replicas never reach it
     reachable: bool            # target > b2 and the crossing within the horizon, or an earlier run says when
@@ -152,14 +152,18 @@ class ConvergenceFit:
         return max(MIN_HORIZON, HORIZON_FACTOR * self.last_progress)
 
     def epochs_to_target(self, target: float, consecutive: int = 1, horizon: float | None = None,
-                         start: int = 0, streak: int = 0) -> EpochsPrediction:
+                         start: int = 0, streak: int = 0, offset: float = 0.0) -> EpochsPrediction:
         """Epoch at which the predicted loss first meets `target` for `consecutive` epochs.
 
         Unreachable when the target is at or below the asymptote b2 (the model says the
         loss never gets there), or when the crossing lies beyond `horizon` epochs (default
         `self.horizon()` plus the rule's run in a row; pass e.g. the job's max_epochs): we
-        say so rather than extrapolate to a huge number.
+        say so rather than extrapolate to a huge number. Epochs in the answer and in its note
+        are counted from `offset` (a curve file numbered from 0 is fitted from epoch 1).
         """
+        def shown(e):   # an epoch of the fit, in the caller's numbering
+            return e if e is None or not offset else int(round(e - offset))
+
         if not math.isfinite(target):
             raise EstimateError(f"target must be a finite number, got {target!r}")
         if consecutive < 1:
@@ -191,12 +195,13 @@ class ConvergenceFit:
             # this run's own curve says "maybe never" (target at or below its asymptote, or past
             # the horizon): the earlier run gives the epoch, but the interval stays open
             hi = None if point is None or (horizon is not None and m.hi > limit) else m.hi
+            lo, hi = shown(lo), shown(hi)
             return EpochsPrediction(
-                epoch=m.epoch, lo=lo, hi=hi, reachable=True, asymptote=self.b2, earlier_weight=m.weight,
+                epoch=shown(m.epoch), lo=lo, hi=hi, reachable=True, asymptote=self.b2, earlier_weight=m.weight,
                 earlier=m.warp,
                 note=f"80% interval [{lo}, {'never' if hi is None else hi}]; {m.weight:.0%} from earlier "
-                     f"run {m.warp.run.label} (it alone: epoch {m.earlier_epoch}, this run's curve "
-                     f"alone: {'never' if point is None else point})")
+                     f"run {m.warp.run.label} (it alone: epoch {shown(m.earlier_epoch)}, this run's curve "
+                     f"alone: {'never' if point is None else shown(point)})")
         passages = _passage(np.array(self.replicas).reshape(-1, 3), *chain)
         lo = hi = None
         if passages.size:
@@ -212,6 +217,8 @@ class ConvergenceFit:
             # not"; the default horizon is only a guard against nonsense and cuts nothing here
             hi = None if hi is None or (horizon is not None and late > limit) else max(hi, point, late)
         crossing = None if raw is None else raw - consecutive + 1   # the fitted curve's first epoch under it
+        point, lo, hi, raw, crossing = map(shown, (point, lo, hi, raw, crossing))
+        limit -= offset
         if target <= self.b2:
             note = (f"target {target:g} is at or below the fitted asymptote {self.b2:.4g}: "
                     "the loss is not expected to get there")

@@ -60,9 +60,16 @@ def test_consecutive_counts_the_stop_rule(tmp_path):
 
 
 def test_file_counting_from_zero_keeps_its_numbering(tmp_path):
-    k = np.arange(1, 41)
-    path = str(write_curve(tmp_path, k - 1, 1 / (0.5 * k + 1.0) + 0.1))   # same losses, epochs 0..39
-    assert run(path, "--target", "0.205")["epochs_to_target"] == 17
+    k = np.arange(1, 16)
+    path = str(write_curve(tmp_path, k - 1, 1 / (0.5 * k + 1.0) + 0.1))   # epochs 0..14 of the curve below
+    out = run(path, "--target", "0.205")
+    assert out["epochs_to_target"] == 17
+    # the note counts as the answer does (it said the interval in the fit's numbering, one higher)
+    assert out["note"] == f"80% interval [{out['interval'][0]}, {out['interval'][1]}]"
+    # and the file's own rows are named as it numbers them: a row at 0.5 is not "epoch 0"
+    path = write_curve(tmp_path, [0.5, 1.0, 1.5, 2.0], [0.2, 0.15, 0.12, 0.1])
+    assert run(str(path), "--target", "0.16")["epochs_to_target"] == 1
+    assert run(str(path), "--target", "0.2")["interval"] == [0.5, 0.5]
 
 
 def test_noisy_curve(tmp_path):
