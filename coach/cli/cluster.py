@@ -25,7 +25,7 @@ def up(nodes: int = typer.Option(cluster.control_plane.DEFAULT_NODES, "--nodes",
                                   help="Memory of each node (e.g. 8Gi; a plain number is GiB).")) -> None:
     """Start the control plane (or reshape the running one); the last line is the kubeconfig path."""
     kubeconfig = cluster.up(nodes=nodes, cpu=cpu, memory=memory)
-    err.print(f"control plane up: {nodes} nodes × ({cpu} CPU, {cluster.control_plane.node_memory(memory)}); "
+    err.print(f"control plane up: {nodes} node{'s' * (nodes != 1)} × ({cpu} CPU, {cluster.control_plane.node_memory(memory)}); "
               f"schedulers: {', '.join(cluster.control_plane.SCHEDULERS)}")
     print(kubeconfig)
 
@@ -50,7 +50,8 @@ def status() -> None:
 
 @app.command()
 def down() -> None:
-    """Stop every process of the control plane and remove its data."""
+    """Stop every process of the control plane and remove its etcd data (the cluster's objects); its
+    logs and keys stay in the state folder for a look afterwards and for the next `up`."""
     stopped = cluster.down()
     print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
 
@@ -95,7 +96,7 @@ def compare(workload: Optional[Path] = WORKLOAD, jobs: int = JOBS,
     arrivals = _workload(workload, jobs, seed, gap)
     st = cluster.status()
     if not st.running or st.kubeconfig is None:
-        raise cluster.ClusterError("no control plane is running: start one with `coach cluster up`")
+        raise cluster.ClusterError(st.not_running())
     missing = [n for n in names if n not in st.schedulers]
     if missing:
         raise cluster.ClusterError(f"the running control plane has no {', '.join(missing)} scheduler (an older coach "
@@ -131,10 +132,11 @@ def simulate(workload: Optional[Path] = WORKLOAD, jobs: int = JOBS,
     _check_stall(stall)
     arrivals = _workload(workload, jobs, seed, gap)
     shape = cluster.control_plane.node_shape(nodes, cpu, memory)
-    check_fits(arrivals, [shape], str(workload) if workload else "random workload", reshape="--cpu/--memory")
+    check_fits(arrivals, [shape] * nodes, str(workload) if workload else "random workload",
+               reshape="--nodes/--cpu/--memory")
     runs = [run_one(arrivals, [shape] * nodes, s, stall_s=stall, seed=seed) for s in names]
     _report(arrivals, runs, f"{len(arrivals)} jobs, {workload or f'random, seed {seed}'}, simulated on "
-                            f"{nodes} nodes × ({shape[0]:g} CPU, {shape[1]:g} GiB)", json_out, plot)
+                            f"{nodes} node{'s' * (nodes != 1)} × ({shape[0]:g} CPU, {shape[1]:g} GiB)", json_out, plot)
 
 
 def _plot_path(plot: Optional[Path]) -> Optional[Path]:

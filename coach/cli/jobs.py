@@ -6,6 +6,7 @@ import json
 import math
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any, List, Optional
 
@@ -28,6 +29,8 @@ JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON instea
 CpuOpt = typer.Option(None, "--cpu", help="Cores the local backend may use (default: all).", min=0.1)
 BackendOpt = typer.Option("local", "--backend", help="Where role functions run: local (embedded) or cluster "
                                                     "(pods on the control plane of `coach cluster up`).")
+ResumeBackendOpt = typer.Option(None, "--backend", help="Where role functions run: local or cluster (default: "
+                                                        "where the job ran).")
 
 
 def _backend(name: str, cpu: float | None, store: Store):
@@ -142,7 +145,7 @@ def submit(job_files: List[Path] = typer.Argument(..., metavar="JOB_FILE", help=
     runner = _backend(backend, cpu, store)   # before anything is recorded
     for s in specs:
         _check_fits(s, runner.capacity)
-    jobs = {register(s, store): s for s in specs}
+    jobs = {register(s, store, runner.name): s for s in specs}
     for jid in jobs:
         console.print(f"submitted {jid}")
     _run(jobs, runner, json_out, store)
@@ -153,8 +156,10 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
            budget: Optional[float] = typer.Option(None, help="Raise the job's budget to this.", min=0),
            max_epochs: Optional[int] = typer.Option(None, "--max-epochs", min=1, help=(
                "A new max_epochs for the job (above the training epochs it has run).")),
-           backend: str = BackendOpt, cpu: Optional[float] = CpuOpt, json_out: bool = JsonOpt) -> None:
-    """Continue a job from its last checkpoint and its recorded epochs."""
+           backend: Optional[str] = ResumeBackendOpt, cpu: Optional[float] = CpuOpt,
+           json_out: bool = JsonOpt) -> None:
+    """Continue a job from its last checkpoint and its recorded epochs, where it ran unless
+    --backend says otherwise."""
     import dataclasses
 
     from coach.spec import spec_from_dict
@@ -178,7 +183,8 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
     if job.status == "budget_exhausted" and (budget is None or budget <= spec.budget):
         raise CoachError(f"{job.job_id} stopped on its budget of {spec.budget:.4g} ({job.message}); "
                          "give a larger --budget")
-    trained = sum(1 for e in store.epochs(job.job_id) if e.phase == "training")
+    history = store.epochs(job.job_id)
+    trained = sum(1 for e in history if e.phase == "training")
     limit = max_epochs or spec.max_epochs
     if trained >= limit and max_epochs is not None:
         raise SpecError("--max-epochs", "", f"{job.job_id} has run {trained} training epochs already; "
@@ -191,16 +197,23 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
     if budget is not None and budget <= job.spent:
         raise CoachError(f"{job.job_id} has spent {job.spent:.4g}; give a --budget above that")
     spec = dataclasses.replace(spec, budget=budget if budget is not None else spec.budget, max_epochs=limit)
-    runner = _backend(backend, cpu, store)
+    runner = _backend(backend or job.backend, cpu, store)   # a cluster job went on locally, unsaid
     _check_fits(spec, runner.capacity)
     other = store.claim_job(job.job_id)
     if other is not None:   # another `coach resume` of it started meanwhile
         raise CoachError(f"{job.job_id} was just resumed by coach process {other}")
     if job.status == "interrupted":   # its killed run ended at its last update: said so before it is overwritten
         store.add_event(job.job_id, "interrupted", "its coach process ended without a word", ts=job.updated_at)
+    # its ETA counts down from its prediction: the time the job stood still does not count (a
+    # resumed job read "ETA 15 epochs, ~0s" until its next epoch ended)
+    eta = dict(job.eta, at=time.time()) if "at" in job.eta else job.eta
+    # a training epoch's loss is stored with its ETA, after the epoch's record: a run killed
+    # between the two showed the epoch before's loss until the resumed job's next epoch ended
+    last = dict(val_loss=history[-1].val_loss, val_epoch=f"{history[-1].phase} {history[-1].epoch}") if history else {}
     store.update_job(job.job_id, status="queued", stop_requested=0, message="resumed", budget=spec.budget,
-                     spec=dataclasses.asdict(spec))
-    store.add_event(job.job_id, "resumed", f"from epoch {job.epoch}")
+                     spec=dataclasses.asdict(spec), backend=runner.name, eta=eta, **last)
+    moved = f" on the {runner.name} backend (it ran on {job.backend})" if runner.name != job.backend else ""
+    store.add_event(job.job_id, "resumed", f"from epoch {job.epoch}{moved}")
     _run({job.job_id: spec}, runner, json_out, store)
 
 

@@ -1,8 +1,9 @@
-"""`coach plot JOB_ID -o job.png`: the job's loss curve with its fit, (w, s) and speed surface."""
+"""`coach plot JOB_ID [-o job.png]`: the job's loss curve with its fit, (w, s) and speed surface."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -13,16 +14,18 @@ from coach.state.store import Store
 
 
 def plot(job_id: str = typer.Argument(..., metavar="JOB"),
-         output: Path = typer.Option(Path("job.png"), "-o", "--output", help="File to write: .png (default), .pdf or .svg.")) -> None:
+         output: Optional[Path] = typer.Option(None, "-o", "--output", help=(
+             "File to write: .png, .pdf or .svg (default: JOB.png, named by the job's full id)."))) -> None:
     """Draw validation loss per epoch with the fitted curve and target crossing, (w, s) per
     epoch, and the fitted speed surface."""
     from coach.estimate.history import fit_history
     from coach.job.earlier import find_earlier
     from coach.report.plots import plot_job
 
-    output = plot_file(output, "-o", "job.png")
     store = Store()
     job = store.job(job_id)
+    # one job's plot does not overwrite another's
+    output = plot_file(Path(f"{job.job_id}.png") if output is None else output, "-o", "job.png")
     epochs = store.epochs(job.job_id)
     if not epochs:
         raise CoachError(f"{job.job_id} has no recorded epochs yet; nothing to plot")

@@ -120,6 +120,18 @@ class ClusterStatus:
     bound_pods: int = 0
     schedulers: list[str] = field(default_factory=list)
 
+    def not_running(self) -> str:
+        """Why the control plane cannot be used, with the step that fixes it ("" if it can)."""
+        if self.running:
+            return ""
+        stopped = [name for name in COMPONENTS if not self.components.get(name)]
+        if self.kubeconfig is None or len(stopped) == len(COMPONENTS):
+            return "no control plane is running: start one with `coach cluster up`"
+        if stopped:
+            return (f"the control plane is not whole: {', '.join(stopped)} stopped; `coach cluster up` "
+                    "starts what is missing")
+        return "the control plane's apiserver does not answer; `coach cluster status` says more"
+
 
 def _alive(p: Process) -> bool:
     """True if pid is the process we started: the same start (a pid reused by another run of

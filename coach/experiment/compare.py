@@ -13,13 +13,16 @@ from coach.errors import SpecError
 from coach.experiment.replay import Run, clear, replay
 from coach.experiment.schedulers import DEFAULT
 from coach.experiment.workload import JobArrival
+from coach.plan import describe_nodes, packs
 
 NAMESPACE = "coach-experiment"
 
 
 def check_fits(workload: list[JobArrival], nodes: list[tuple[float, float]], source: str,
                reshape: str = "`coach cluster up --cpu/--memory`") -> None:
-    """A pod that no node can hold would only wait out the stall in both runs: refuse it now."""
+    """A pod that no node can hold, or a minimum group that even empty nodes cannot hold at
+    once, would only wait out the stall in every run (read as a deadlock, or as never placed):
+    refuse it now."""
     cpu, memory = max((c for c, _ in nodes), default=0.0), max((m for _, m in nodes), default=0.0)
     for i, job in enumerate(workload):
         if any(job.cpu <= c and job.memory_gib <= m for c, m in nodes):
@@ -29,6 +32,12 @@ def check_fits(workload: list[JobArrival], nodes: list[tuple[float, float]], sou
                             ("cpu", f"{job.cpu:g} CPU and {job.memory_gib:g} GiB", "one or the other"))
         raise SpecError(source, f"jobs[{i}].{field}", f"a pod asks {asks}, more than any node has ({has}): reshape "
                                                       f"the nodes with {reshape}")
+    for i, job in enumerate(workload):
+        if not packs([(job.cpu, job.memory_gib)] * job.min_group, nodes):
+            raise SpecError(source, f"jobs[{i}].{'pods' if job.min_group == job.pods else 'min_group'}",
+                            f"{job.name}'s minimum group of {job.min_group} pods ({job.cpu:g} CPU, {job.memory_gib:g} "
+                            f"GiB each) does not fit {describe_nodes(nodes)} even when they are empty: it could "
+                            f"never start; reshape the nodes with {reshape}, or make the group smaller")
 
 
 def compare(kube: Kube, workload: list[JobArrival], source: str, stall_s: float,

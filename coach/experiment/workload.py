@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from coach import quantities
+from coach.backends.cluster.backend import LABEL_JOB, LABEL_ROLE, MIN_GROUP
 from coach.errors import SpecError
 from coach.spec import NUMBER_TEXT, read_yaml
 
@@ -39,12 +40,13 @@ def roles(pods: int) -> list[str]:
 
 
 def pod_objects(job: JobArrival, scheduler: str, namespace: str, label: str) -> list[dict]:
-    """The job's pods as Coach's kube backend would create them, for `scheduler`."""
+    """The job's pods for `scheduler`, labelled as Coach's cluster backend labels its own (the
+    contract coach-gang reads); no processor runs in them, so nothing else of the backend's pods."""
     return [{
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": f"{job.name}-{role}-{i}", "namespace": namespace,
-                     "labels": {"coach.io/job": job.name, "coach.io/role": role, "coach.experiment": label},
-                     "annotations": {"coach.io/min-group": str(job.min_group)}},
+                     "labels": {LABEL_JOB: job.name, LABEL_ROLE: role, "coach.experiment": label},
+                     "annotations": {MIN_GROUP: str(job.min_group)}},
         "spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
                  "containers": [{"name": "fn", "image": "coach/function:experiment",
                                  "resources": {"requests": {"cpu": f"{round(job.cpu * 1000)}m",
@@ -72,12 +74,13 @@ def load_workload(path: Path) -> list[JobArrival]:
     """Read a workload file: `jobs:` a list of {name, at, pods, min_group, cpu, memory, run}.
     Every problem names the file and the field."""
     raw = read_yaml(path)
+    extra = sorted(map(str, set(raw) - {"jobs"})) if isinstance(raw, dict) else []
+    if extra:   # first: a misspelt `jobs:` is named as such, not as `jobs` missing
+        raise SpecError(str(path), extra[0], "unknown field; a workload file holds only `jobs`")
     if not isinstance(raw, dict) or not isinstance(raw.get("jobs"), list) or not raw["jobs"]:
         raise SpecError(str(path), "jobs", "must be a non-empty list of jobs")
-    extra = sorted(map(str, set(raw) - {"jobs"}))
-    if extra:
-        raise SpecError(str(path), extra[0], "unknown field; a workload file holds only `jobs`")
-    out, names = [], set()
+    out: list[JobArrival] = []
+    names: dict[str, int] = {}
     for i, item in enumerate(raw["jobs"]):
         where = f"jobs[{i}]"
         if not isinstance(item, dict):
@@ -87,8 +90,10 @@ def load_workload(path: Path) -> list[JobArrival]:
             raise SpecError(str(path), f"{where}.{unknown[0]}", f"unknown field; known: {', '.join(sorted(FIELDS))}")
         job = _job(path, where, item, i)
         if job.name in names:
-            raise SpecError(str(path), f"{where}.name", f"{job.name!r} is used twice")
-        names.add(job.name)
+            given = "" if "name" in item else " (this entry's default name: give it a name)"
+            raise SpecError(str(path), f"{where}.name", f"{job.name!r} is used twice, by jobs[{names[job.name]}] "
+                                                        f"too{given}")
+        names[job.name] = i
         out.append(job)
     return out
 

@@ -77,7 +77,7 @@ def _loss_panel(ax, x: np.ndarray, epochs: Sequence[EpochRecord], target: float,
     grid = np.linspace(min(0.1, x.min()) if x.size else 0.1, max(x_end, 1.0), 300)
     if fit is not None:
         ax.plot(grid, fit.predict(grid), "-", color="tab:orange",
-                label=f"fit 1/({fit.b0:.3g}·k + {fit.b1:.3g}) + {fit.b2:.3g}" if fit.b0 > 0
+                label=f"fit 1/({_coef(fit.b0)}·k + {_coef(fit.b1)}) + {_coef(fit.b2)}" if fit.b0 > 0
                 else f"fit: flat at {fit.b2:.3g} (a plateau)")
     if pred is not None and pred.earlier is not None:
         w = pred.earlier
@@ -99,9 +99,11 @@ def _loss_panel(ax, x: np.ndarray, epochs: Sequence[EpochRecord], target: float,
                 hi = "never" if pred.hi is None else training_epoch(pred.hi)
                 ax.axvspan(pred.lo, pred.hi if pred.hi is not None else x_end, color="tab:red", alpha=0.12,
                            label=f"80% interval [{training_epoch(pred.lo)}, {hi}]")
-        else:
+        else:   # the note says which: the target under the curve's floor, or too far to follow it
+            why = ("the target is at or below it" if target <= pred.asymptote
+                   else "the target is beyond the horizon")
             ax.axhline(pred.asymptote, color="tab:red", ls=":", lw=1,
-                       label=f"unreachable: asymptote {pred.asymptote:.3g}")
+                       label=f"unreachable: asymptote {pred.asymptote:.3g}, {why}")
     ax.set_xlabel("training progress (epochs; tuning mini-epochs count as fractions)")
     ax.set_ylabel("validation loss")
     ax.set_title("convergence")
@@ -114,9 +116,10 @@ def _loss_panel(ax, x: np.ndarray, epochs: Sequence[EpochRecord], target: float,
 def _ws_panel(ax, x: np.ndarray, epochs: Sequence[EpochRecord]) -> None:
     # x is each epoch's end: an epoch's (w, s) spans the progress up to it ("pre"), from 0 for the first
     edges = np.concatenate([[0.0], x])
-    for values, marker, label in (([e.workers for e in epochs], "o", "workers w"),
-                                  ([e.servers for e in epochs], "s", "servers s")):
-        (line,) = ax.step(edges, [values[0], *values], where="pre", label=label)
+    # dashed servers over solid workers: where the two are equal, both lines show
+    for values, marker, style, label in (([e.workers for e in epochs], "o", "-", "workers w"),
+                                         ([e.servers for e in epochs], "s", "--", "servers s")):
+        (line,) = ax.step(edges, [values[0], *values], where="pre", ls=style, label=label)
         ax.plot(x, values, marker, ms=3, color=line.get_color())
     for xi, e in zip(x, epochs):
         if e.retries:
@@ -149,7 +152,9 @@ def _speed_panel(fig, ax, epochs: Sequence[EpochRecord], speed: SpeedModel | Non
     fig.colorbar(im, ax=ax, label="samples/s")
     for s in range(1, s_max + 1):
         for w in range(1, w_max + 1):
-            ax.text(w, s, f"{grid[s - 1, w - 1]:.0f}", ha="center", va="center", fontsize=7, color="white")
+            r, g, b, _ = im.cmap(im.norm(grid[s - 1, w - 1]))   # dark text on the light (yellow) cells
+            ax.text(w, s, f"{grid[s - 1, w - 1]:.0f}", ha="center", va="center", fontsize=7,
+                    color="black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white")
     seen = {(e.workers, e.servers) for e in epochs}
     if seen:
         ws = sorted(seen)
@@ -159,3 +164,8 @@ def _speed_panel(fig, ax, epochs: Sequence[EpochRecord], speed: SpeedModel | Non
     ax.set_xlabel(f"workers w   (held-out MAPE {mape})")
     ax.set_xticks(range(1, w_max + 1))
     ax.set_yticks(range(1, s_max + 1))
+
+
+def _coef(value: float) -> str:
+    """A fitted coefficient for a label: 1e-15 is a bound the fit pressed against, i.e. 0."""
+    return "0" if abs(value) < 1e-9 else f"{value:.3g}"

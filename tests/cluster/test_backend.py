@@ -88,6 +88,13 @@ def test_ctrl_c_leaves_no_pod_and_no_process(workload: Workload, coach_home: Pat
     assert rec["status"] == "stopped", rec
     assert not workload.kube.pods(NAMESPACE), "pods outlived the interrupted run"
     assert _wait_no_processes_of(coach_home, timeout=15), "a function process outlived the interrupted run"
+    # resumed without --backend, it goes on where it ran: it went on locally, on no pod, unsaid
+    bound = len(scheduled_by(workload.kube, rec["job_id"]))
+    trained = sum(r["phase"] == "training" for r in json.loads(run_coach("history", rec["job_id"], "--json").stdout))
+    again = run_coach("resume", rec["job_id"], "--max-epochs", str(trained + 1), "--json", timeout=600)
+    assert json.loads(again.stdout)[0]["status"] == "max_epochs", again.stdout + again.stderr
+    assert json.loads(again.stdout)[0]["backend"] == "cluster"
+    assert len(scheduled_by(workload.kube, rec["job_id"])) >= bound + 4   # the static (2, 1) group, on pods
 
 
 @pytest.mark.parametrize("scheduler, placed, waited", [("gang", "placed 0 of the 4 pods in 8 s", 8),
@@ -336,7 +343,7 @@ def test_no_control_plane_is_a_message(coach_home: Path, tmp_path: Path, monkeyp
     monkeypatch.setenv("COACH_CLUSTER_DIR", str(tmp_path / "none"))
     job = write_job(tmp_path / "job.yaml", name="nocluster", **FAST_JOB)
     proc = run_coach("submit", str(job), "--backend", "cluster")
-    assert proc.returncode == 1 and "no local control plane is running: start one with `coach cluster up`" \
+    assert proc.returncode == 1 and "no control plane is running: start one with `coach cluster up`" \
         in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
 

@@ -71,6 +71,24 @@ def test_status_and_down_without_a_cluster(tmp_path: Path) -> None:
     assert down.returncode == 0 and "nothing was running" in down.stdout
 
 
+ALL_UP = dict.fromkeys(("etcd", "kube-apiserver", "kube-scheduler", "coach-scheduler"), True)
+
+
+@pytest.mark.parametrize("components, ready, said", [
+    ({}, False, "no control plane is running: start one with `coach cluster up`"),
+    (dict.fromkeys(ALL_UP, False), False, "no control plane is running"),
+    # one scheduler killed: compare and submit said "no control plane is running"
+    ({**ALL_UP, "kube-scheduler": False}, True, "the control plane is not whole: kube-scheduler stopped; "
+                                                "`coach cluster up` starts what is missing"),
+    ({k: v for k, v in ALL_UP.items() if k != "coach-scheduler"}, True, "coach-scheduler stopped"),   # an older up
+    (ALL_UP, False, "the control plane's apiserver does not answer"),
+])
+def test_why_the_control_plane_cannot_be_used(components: dict[str, bool], ready: bool, said: str) -> None:
+    kubeconfig = Path("/k") if components else None
+    st = coach.cluster.control_plane.ClusterStatus(False, Path("/s"), kubeconfig, components, ready)
+    assert said in st.not_running()
+
+
 def test_public_names() -> None:
     assert sorted(coach.cluster.__all__) == ["BinaryMissing", "ClusterError", "ClusterStatus", "Kube", "bin_dir",
                                              "down", "set_nodes", "state_dir", "status", "up"]

@@ -162,3 +162,26 @@ def test_a_job_stopped_during_tuning_resumes_the_tuning(tmp_path: Path, coach_ho
     assert len(tuned) >= 3 and len(set(tuned)) == len(tuned), tuned   # the rest tuned, none twice
     phases = [r["phase"] for r in after]
     assert phases == sorted(phases, key=lambda p: p == "training"), "tuning before any training"
+
+
+def test_a_resumed_job_shows_its_last_recorded_loss(tmp_path: Path, coach_home: Path) -> None:
+    """A training epoch's loss reaches the job's row after its record (with its ETA): a run killed
+    in between left the row one epoch behind, and the resumed job showed that older loss until
+    its next epoch ended. Here the record already meets the stop rule, so the resumed job ends at
+    once and its row keeps what the resume wrote."""
+    from coach.job.submit import register
+    from coach.spec import load_spec
+    from coach.state.records import EpochRecord
+    from coach.state.store import Store
+
+    store = Store()
+    job_id = register(load_spec(write_job(tmp_path / "k.yaml", name="killed", **FAST_JOB)), store)
+    for epoch, loss in enumerate([0.24, 0.22, 0.2], start=1):
+        store.record_epoch(EpochRecord(job_id, "training", epoch, 1, 1, loss, loss, 1.0, 1000, 1000.0, 0.0))
+    store.update_job(job_id, status="stopped", epoch=3, val_loss=0.22, val_epoch="training 2")   # as the kill left it
+    store.release_job(job_id)   # registered by this process, which runs nothing
+    out = run_coach("resume", job_id, "--json")
+    assert out.returncode == 0, out.stderr
+    [rec] = json.loads(out.stdout)
+    assert rec["status"] == "succeeded", out.stderr
+    assert (rec["val_loss"], rec["val_epoch"]) == (0.2, "training 3")

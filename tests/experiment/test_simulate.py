@@ -200,7 +200,11 @@ def test_the_cli(tmp_path: Path) -> None:
     (["--cpu", "0"], "--cpu: must be more than 0"),
     (["--memory", "lots"], "--memory: must be a Kubernetes quantity such as 8Gi, got 'lots'"),
     (["--cpu", "500m"], "random workload: jobs[0].cpu: a pod asks 1 CPU, more than any node has (0.5 CPU): "
-                        "reshape the nodes with --cpu/--memory"),   # it named `coach cluster up`'s options
+                        "reshape the nodes with --nodes/--cpu/--memory"),   # it named `coach cluster up`'s options
+    # every pod fits a node, but no 3 of them fit the nodes at once: the run only stalled, "0 finished"
+    (["--jobs", "3", "--cpu", "2", "--memory", "1"],
+     "random workload: jobs[0].min_group: job-0's minimum group of 3 pods (1 CPU, 1 GiB each) does not fit 2 nodes "
+     "with room for 2 cores and 1 GiB each even when they are empty: it could never start"),
     # --stall inf was run: "stalled after inf s" and JSON with Infinity and NaN; --gap 1e308 an OverflowError
     (["--stall", "inf"], "--stall: must be from 1 to 86400 seconds, got inf"),
     (["--stall", "nan"], "Invalid value for '--stall'"),

@@ -16,7 +16,8 @@ BAD = {
     # a latin-1 comment was "not a text file"; a second document "but found another document"
     "latin-1": ("jobs: [{run: 1}]\n# caf\xe9\n".encode("latin-1"), "line 2: not UTF-8 text (byte 0xe9)"),
     "two documents": ("jobs: [{run: 1}]\n---\njobs: [{run: 2}]\n", "line 2: not valid YAML: a second YAML document"),
-    "no jobs": ("other: 1\n", "jobs: must be a non-empty list of jobs"),
+    "no jobs": ("{}\n", "jobs: must be a non-empty list of jobs"),
+    "jobs misspelt": ("jobz: [{run: 1}]\n", "jobz: unknown field"),   # it said "jobs: must be a non-empty list"
     "empty list": ("jobs: []\n", "jobs: must be a non-empty list of jobs"),
     "not a mapping": ("jobs: [3]\n", "jobs[0]: must be a mapping"),
     "unknown field": ("jobs: [{run: 1, workers: 3}]\n", "jobs[0].workers: unknown field"),
@@ -40,7 +41,10 @@ BAD = {
     "arrival past a day": ("jobs: [{run: 1, at: 1.7e+308}]\n", "jobs[0].at: must be a number from 0 to 86400, got 1.7e+308"),
     "run time past a day": ("jobs: [{run: 1e6}]\n", "jobs[0].run: must be a number from 0.1 to 86400, got 1000000.0"),
     "bad name": ("jobs: [{run: 1, name: Big_Job}]\n", "jobs[0].name: 'Big_Job' must be"),
-    "name twice": ("jobs: [{run: 1, name: a}, {run: 1, name: a}]\n", "jobs[1].name: 'a' is used twice"),
+    "name twice": ("jobs: [{run: 1, name: a}, {run: 1, name: a}]\n", "jobs[1].name: 'a' is used twice, by jobs[0] too"),
+    # an unnamed entry is job-<index>: blamed without a word of why, it has no name to change
+    "default name taken": ("jobs: [{run: 1, name: job-1}, {run: 1}]\n",
+                           "jobs[1].name: 'job-1' is used twice, by jobs[0] too (this entry's default name: give it a name)"),
 }
 
 

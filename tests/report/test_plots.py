@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from coach.estimate import SpeedSample, fit_convergence, fit_speed
-from coach.report import plot_job, progress_of
+from coach.estimate.progress import progress_of
+from coach.report import plot_job
 from coach.state.records import EpochRecord
 
 CURVE = Path(__file__).resolve().parents[2] / "bench" / "curves" / "mnist5k_mlp_sgd_lr0.003.csv"
@@ -55,6 +56,16 @@ def test_unreachable_target_is_drawn(tmp_path):
     assert out.exists()
 
 
+@pytest.mark.parametrize(("target", "why"), [(0.3, "the target is at or below it"),
+                                             (0.51, "the target is beyond the horizon")])
+def test_an_unreachable_label_says_why(tmp_path, monkeypatch, target: float, why: str):
+    """A target above the asymptote read "unreachable: asymptote 0.0588" beside "target 0.06"."""
+    recs = [EpochRecord("job1", "training", k, 1, 1, 1.0, 1 / (0.01 * k + 1) + 0.5, 1.0, 400, 400.0, 0.01)
+            for k in range(1, 13)]   # falls for good, but needs about 9,900 epochs to get within 0.01 of 0.5
+    labels = _loss_labels(tmp_path, monkeypatch, recs, target)
+    assert any(label.startswith("unreachable: asymptote") and label.endswith(why) for label in labels), labels
+
+
 @pytest.fixture
 def stored_job(tmp_path, monkeypatch):
     """A job with recorded epochs in a fresh state store, for the `coach plot` command."""
@@ -90,6 +101,7 @@ def test_plot_places_tuning_where_the_job_loop_fitted_it(tmp_path, monkeypatch):
     ("output", "written", "error"),
     [
         ("job", "job.png", None),
+        (None, "job1.png", None),   # named by the job: one job's plot does not overwrite another's
         ("job.svg", "job.svg", None),
         ("job.xyz", None, "-o: cannot write '.xyz' files"),
         (".", None, "is a folder"),
@@ -107,7 +119,7 @@ def test_plot_command_output_paths(tmp_path, stored_job, monkeypatch, output, wr
     app = typer.Typer()
     app.command()(plot)
     if error is None:
-        result = CliRunner().invoke(app, ["job1", "-o", output], catch_exceptions=False)
+        result = CliRunner().invoke(app, ["job1", *(["-o", output] if output else [])], catch_exceptions=False)
         assert result.exit_code == 0 and result.output.strip() == written and (tmp_path / written).stat().st_size
     else:
         with pytest.raises(CoachError, match=error):

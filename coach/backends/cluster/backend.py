@@ -267,7 +267,6 @@ def connect(log_dir: Path | None = None) -> ClusterBackend:
 
     st = status()
     if not st.running or st.kubeconfig is None:
-        raise BackendError("no local control plane is running: start one with `coach cluster up` "
-                           f"(state in {st.state_dir})")
+        raise BackendError(f"{st.not_running()} (state in {st.state_dir})")
     return ClusterBackend(Kube(st.kubeconfig), log_dir=log_dir)
 
