@@ -36,6 +36,7 @@ def submit_job(job: dict) -> tuple[float, dict, list[dict]]:
         path = Path(home) / f"{job['name']}.yaml"
         path.write_text(yaml.safe_dump(job))
         t0 = time.monotonic()
-        [rec] = json.loads(coach(home, "submit", str(path), "--json").stdout)
+        run = coach(home, "submit", str(path), "--json")
         wall = time.monotonic() - t0
+        [rec] = submitted(run.returncode, run.stdout, run.stderr)
         return wall, rec, json.loads(coach(home, "history", rec["job_id"], "--json").stdout)

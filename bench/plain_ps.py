@@ -39,7 +39,7 @@ def worker(args: argparse.Namespace) -> None:
 
     from coach.data import load_dataset, shard_steps
     from coach.models import build_model
-    from coach.training.epoch import allreduce, mean_loss
+    from coach.training.worker import allreduce, mean_loss
 
     ds = dataset_spec(args.dataset)
     data = load_dataset(ds["name"], {k: v for k, v in ds.items() if k != "name"})

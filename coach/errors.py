@@ -9,7 +9,9 @@
     │           └── Diverged    the loss became NaN or infinite
     ├── UserCodeError           a job's own model file failed (build, forward)
     ├── CheckpointError         a checkpoint on disk cannot be read
-    └── EstimateError           not enough (or unusable) data to fit a model
+    ├── EstimateError           not enough (or unusable) data to fit a model
+    └── ClusterError            the local control plane cannot start, answer or stop (coach/cluster/errors.py)
+        └── BinaryMissing       a control-plane binary is not built yet
 
 The CLI maps these to messages and exit codes in one place (coach/cli/main.py), so no
 traceback reaches a user.

@@ -6,8 +6,9 @@ reserved (CPU cores and memory). Coach does the same, with prices the user confi
     cost(function) = seconds · (cpu · price_cpu_core_second + memory_gib · price_gib_second)
     cost(epoch)    = cost(scheduler) + s · cost(server) + w · cost(worker)
 
-The seconds are *measured* — each invocation's handler time, from the event's arrival to
-its answer (`function_s`) — never assumed; a warm replica idle between epochs is not charged.
+The seconds are *measured* — each invocation's handler time, from the event's arrival (or
+from when its replica was ready, if later: a replica's `import mxnet` is not the event's, as on
+Nuclio) to its answer (`function_s`) — never assumed; a warm replica idle between epochs is not charged.
 The budget is enforced one epoch at a time:
 
     epoch budget = remaining budget / predicted remaining epochs
@@ -94,7 +95,7 @@ def measured_cost(function_seconds_by_role: Mapping[str, float],
     """Cost of an epoch from measured function-seconds, summed over the functions of each role.
 
     E.g. `{"scheduler": 31.0, "server": 2 × 30.2, "worker": 3 × 29.8}`: every function
-    is charged for the time it was alive, including start-up and retries.
+    is charged for the time it served the epoch's events, retries included.
     """
     return sum(function_cost(_role(resources_by_role, role), secs, prices)
                for role, secs in function_seconds_by_role.items())

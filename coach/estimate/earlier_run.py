@@ -92,7 +92,7 @@ class EarlierRun:
 
 def smooth_run(label: str, k: np.ndarray, y: np.ndarray, tail: tuple[float, float, float]) -> EarlierRun:
     """Prepare an earlier run once: its progress `k` (sorted, at least MIN_EPOCHS), validation
-    losses `y` and its own fitted curve `tail` (`convergence.earlier_run` fits it)."""
+    losses `y` and its own fitted curve `tail` (`prepare_earlier_run` fits it)."""
     if k.size < MIN_EPOCHS:
         raise EstimateError(f"an earlier run needs {MIN_EPOCHS} epochs or more, got {k.size}")
     s = savgol_filter(y, SMOOTH_WINDOW, SMOOTH_ORDER, mode="interp")

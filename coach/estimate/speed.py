@@ -88,11 +88,6 @@ class SpeedModel:
         """Predicted wall seconds of one epoch of `samples_per_epoch` samples."""
         return samples_per_epoch / self.predict(workers, servers)
 
-    def describe(self) -> str:
-        """One line for logs and plots: which form, from how many configurations, how good."""
-        err = "n/a" if self.mape is None else f"{100 * self.mape:.1f}%"
-        return f"{self.form} speed model from {self.n_configs} configurations, held-out MAPE {err}"
-
 
 def fit_speed(samples: Sequence[SpeedSample]) -> SpeedModel:
     """Fit both forms to the measured samples and keep the better one on held-out configurations.

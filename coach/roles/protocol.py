@@ -2,6 +2,11 @@
 
 An event body is JSON; it is validated here, in the function, so that a malformed event
 gets HTTP 400 naming the field, whichever client sent it.
+
+A worker answers `train_loss`, `samples`, `steady_samples` / `steady_s` (the rate the speed
+model fits), `val_sum` / `val_count` (its slice of the held-out split) and, from rank 0, the
+`checkpoint` it wrote; `startup_s`, `steps`, `duration_s`, `shard` and the runner's `wall_s`
+are not read by the job loop: they are there for whoever invokes a function by hand.
 """
 
 from __future__ import annotations
@@ -45,7 +50,6 @@ class EpochTask:
     hyper: dict[str, Any] = field(default_factory=dict)     # batch_size (global), optimizer, learning_rate, ...
     checkpoint_in: str | None = None    # load parameters and optimizer state from here
     checkpoint_out: str = ""            # rank 0 writes the epoch's result here (atomically)
-    validate: bool = True               # each worker evaluates its slice of the held-out split after the epoch
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -58,7 +62,7 @@ _REQUIRED: dict[str, type | tuple[type, ...]] = {
 _OPTIONAL: dict[str, type | tuple[type, ...]] = {
     "abort_file": str, "node_host": str, "shard": int, "seed": int, "limit": (int, type(None)),
     "dataset": dict, "model": dict, "hyper": dict, "checkpoint_in": (str, type(None)),
-    "checkpoint_out": str, "validate": bool,
+    "checkpoint_out": str,
 }
 
 

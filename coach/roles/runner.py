@@ -66,13 +66,13 @@ def _dmlc_env(task: Any) -> dict[str, str]:
 
 def _run_role(task: Any) -> dict[str, Any]:
     """Inside the forked child: become the task's role and answer its measurements."""
-    from coach.training import epoch
+    from coach.training import worker
 
     t0 = time.monotonic()
     os.environ.update(_dmlc_env(task))
     try:
         if task.role == "worker":
-            result = epoch.run_worker(task)
+            result = worker.run_worker(task)
         else:
             from mxnet.kvstore import kvstore_server
 
@@ -169,7 +169,7 @@ def main() -> int:
     import mxnet  # noqa: F401  (the expensive part, paid once per replica)
 
     from coach.roles.protocol import parse_task
-    from coach.training import epoch  # noqa: F401  (warm the training imports too)
+    from coach.training import worker  # noqa: F401  (warm the training imports too)
 
     emit({"event": "ready", "at": time.monotonic()})   # the system-wide clock the replica reads too
     from coach.data import load_dataset

@@ -1,1 +1,1 @@
-"""Training inside a worker: one epoch on one shard, and the checkpoint between epochs."""
+"""Training inside a worker: its part of one epoch (worker.py), and the checkpoint between epochs."""

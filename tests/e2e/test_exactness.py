@@ -12,7 +12,7 @@ from coach.backends.local import LocalBackend
 from coach.data import load_dataset, shard_steps
 from coach.job.epoch import EpochPlan, EpochRunner
 from coach.models import build_model
-from coach.training.epoch import mean_loss
+from coach.training.worker import mean_loss
 
 pytestmark = pytest.mark.slow
 HYPER = {"batch_size": 64, "optimizer": "sgd", "learning_rate": 0.05, "momentum": 0.9}

@@ -145,9 +145,8 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
         checkpoint.save(task.checkpoint_out, net, trainer,
                         {"job_id": task.job_id, "epoch": task.epoch, "samples_seen": seen})
         result["checkpoint"] = task.checkpoint_out
-    if task.validate:
-        # every worker evaluates its own slice of the held-out split (the group waits for the
-        # slowest anyway); the caller adds the sums up: the same mean loss, in 1/w of the time
-        x_val, y_val = data.x_val[kv.rank::task.workers], data.y_val[kv.rank::task.workers]
-        result["val_sum"], result["val_count"] = summed_loss(net, x_val, y_val, mx), int(len(x_val))
+    # every worker evaluates its own slice of the held-out split (the group waits for the slowest
+    # anyway); the caller adds the sums up: the same mean loss, in 1/w of the time
+    x_val, y_val = data.x_val[kv.rank::task.workers], data.y_val[kv.rank::task.workers]
+    result["val_sum"], result["val_count"] = summed_loss(net, x_val, y_val, mx), int(len(x_val))
     return result
