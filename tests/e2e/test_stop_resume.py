@@ -164,11 +164,12 @@ def test_a_job_stopped_during_tuning_resumes_the_tuning(tmp_path: Path, coach_ho
     assert phases == sorted(phases, key=lambda p: p == "training"), "tuning before any training"
 
 
-def test_a_resumed_job_shows_its_last_recorded_loss(tmp_path: Path, coach_home: Path) -> None:
+def test_a_resumed_job_shows_its_last_recorded_loss_and_a_fresh_eta(tmp_path: Path, coach_home: Path) -> None:
     """A training epoch's loss reaches the job's row after its record (with its ETA): a run killed
     in between left the row one epoch behind, and the resumed job showed that older loss until
-    its next epoch ended. Here the record already meets the stop rule, so the resumed job ends at
-    once and its row keeps what the resume wrote."""
+    its next epoch ended. Its ETA counted down through the time it stood still ("~0s"). Here the
+    record already meets the stop rule, so the resumed job ends at once and its row keeps what
+    the resume wrote."""
     from coach.job.submit import register
     from coach.spec import load_spec
     from coach.state.records import EpochRecord
@@ -178,10 +179,14 @@ def test_a_resumed_job_shows_its_last_recorded_loss(tmp_path: Path, coach_home: 
     job_id = register(load_spec(write_job(tmp_path / "k.yaml", name="killed", **FAST_JOB)), store)
     for epoch, loss in enumerate([0.24, 0.22, 0.2], start=1):
         store.record_epoch(EpochRecord(job_id, "training", epoch, 1, 1, loss, loss, 1.0, 1000, 1000.0, 0.0))
-    store.update_job(job_id, status="stopped", epoch=3, val_loss=0.22, val_epoch="training 2")   # as the kill left it
+    predicted = {"epochs_left": 5, "seconds": 50.0, "at": time.time() - 3600}   # an hour ago, then stopped
+    store.update_job(job_id, status="stopped", epoch=3, val_loss=0.22, val_epoch="training 2",   # as the kill left it
+                     eta=predicted)
     store.release_job(job_id)   # registered by this process, which runs nothing
     out = run_coach("resume", job_id, "--json")
     assert out.returncode == 0, out.stderr
     [rec] = json.loads(out.stdout)
     assert rec["status"] == "succeeded", out.stderr
     assert (rec["val_loss"], rec["val_epoch"]) == (0.2, "training 3")
+    eta = store.job(job_id).eta
+    assert eta["seconds"] == 50.0 and eta["at"] > predicted["at"] + 3000, eta   # counts down from the resume
