@@ -4,6 +4,7 @@ for its minimum group."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Sequence
 
@@ -13,6 +14,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from coach.experiment.replay import Run  # noqa: E402
+
+NAMED_JOBS = 40   # past this many jobs, words and names per job only smear: marks and every k-th index
 
 
 def plot_comparison(out: Path, runs: Sequence[Run]) -> Path:
@@ -35,16 +38,27 @@ def plot_comparison(out: Path, runs: Sequence[Run]) -> Path:
     if timelines:
         timelines[-1].set_xlabel("seconds")
     width = 0.8 / max(1, len(runs))
+    jobs = len(runs[0].outcomes) if runs else 0
     for k, (run, color) in enumerate(zip(runs, colors)):
         xs = [i + k * width for i in range(len(run.outcomes))]
         started = [o.started - o.job.at if o.started is not None else 0 for o in run.outcomes]
         waits.bar(xs, started, width=width, color=color, label=run.scheduler)
-        for x, o in zip(xs, run.outcomes):
-            if o.started is None:
-                waits.annotate("deadlocked" if o.state == "deadlocked" else "never", (x, 0), rotation=90,
-                               ha="center", va="bottom", fontsize=7, color=color)
-    if runs:
-        waits.set_xticks([i + width * (len(runs) - 1) / 2 for i in range(len(runs[0].outcomes))],
+        for state, mark in (("deadlocked", "x"), ("never", "v")):
+            at = [x for x, o in zip(xs, run.outcomes)
+                  if o.started is None and (o.state == "deadlocked") == (state == "deadlocked")]
+            if not at:
+                continue
+            if jobs > NAMED_JOBS:
+                waits.plot(at, [0] * len(at), mark, color=color, ms=4, label=f"{run.scheduler}: {state}")
+            else:
+                for x in at:
+                    waits.annotate(state, (x, 0), rotation=90, ha="center", va="bottom", fontsize=7, color=color)
+    if jobs > NAMED_JOBS:
+        step = math.ceil(jobs / 20)
+        waits.set_xticks(range(0, jobs, step))
+        waits.set_xlabel("job (in order of arrival)")
+    elif runs:
+        waits.set_xticks([i + width * (len(runs) - 1) / 2 for i in range(jobs)],
                          [o.job.name for o in runs[0].outcomes], rotation=45, ha="right", fontsize=7)
     waits.set_ylabel("wait for minimum group (s)")
     waits.legend(fontsize=8)

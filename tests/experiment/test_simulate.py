@@ -15,6 +15,7 @@ import pytest
 
 from coach.experiment import JobArrival, random_workload, summarize
 from coach.experiment.simulate import POLL_S, simulate
+from coach.report.comparison import NAMED_JOBS
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = [(4.0, 8.0)] * 2   # 8 slots of one CPU and 1 GiB
@@ -219,3 +220,21 @@ def test_bad_input_is_refused_before_running(args: list[str], message: str) -> N
     proc = cli(*args)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("jobs, named", [(8, True), (200, False)])
+def test_the_wait_panel_names_jobs_only_while_they_can_be_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               jobs: int, named: bool) -> None:
+    """300 jobs drew 300 names and rotated "never" words over each other: past NAMED_JOBS a
+    job is its arrival index, and a job that never started a mark."""
+    from coach.report import comparison
+
+    arrivals = random_workload(jobs, seed=1)
+    runs = [simulate(arrivals, [(4.0, 8.0)] * 2, s, stall_s=30, seed=1) for s in ("default-scheduler", "coach-gang")]
+    figures: list = []
+    monkeypatch.setattr(comparison.plt, "close", figures.append)
+    comparison.plot_comparison(tmp_path / "c.png", runs)
+    waits = figures[0].axes[-1]
+    labels = [t.get_text() for t in waits.get_xticklabels()]
+    assert (labels[0] == arrivals[0].name) is named, labels[:3]
+    assert (len(waits.texts) > 0) is named and len(waits.texts) <= NAMED_JOBS
