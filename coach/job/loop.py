@@ -62,22 +62,24 @@ def deadline_for(history: list[EpochRecord], samples: int) -> float:
     return max(60.0, 4.0 * rates[len(rates) // 2] * samples + 30.0)
 
 
-def _overheads(history: list[EpochRecord]) -> list[float]:
-    """Each measured epoch's time beyond its steady-rate training: start-up, ps-lite, checkpoint."""
-    return sorted(max(0.0, r.duration_s - r.samples / r.samples_per_s) for r in history if r.samples_per_s > 0)
+def _overheads(history: list[EpochRecord],
+               seconds: Callable[[EpochRecord], float] = lambda r: r.duration_s) -> list[float]:
+    """Each measured epoch's `seconds` beyond its steady-rate training (start-up, ps-lite,
+    checkpoint), sorted; by default its wall time."""
+    return sorted(max(0.0, seconds(r) - r.samples / r.samples_per_s) for r in history if r.samples_per_s > 0)
 
 
 def _charged_overheads(history: list[EpochRecord], spec: JobSpec) -> list[float]:
-    """The same, as charged: each record's cost as seconds of all its functions, less its
-    steady-rate training. A replica's `import mxnet` is in the wall time but is never charged
-    (most of a cold epoch's wall time), so the budget is judged on these: judged on the wall
-    time, a static job's second epoch was predicted at 9.9e-05 when its epochs cost about 2e-05,
-    and it stopped `budget_exhausted` with about three epochs' worth of budget left."""
+    """The same, as charged: each record's cost as seconds of all its functions. A replica's
+    `import mxnet` is in the wall time but is never charged (most of a cold epoch's wall time),
+    so the budget is judged on these: judged on the wall time, a static job's second epoch was
+    predicted at 9.9e-05 when its epochs cost about 2e-05, and it stopped `budget_exhausted`
+    with about three epochs' worth of budget left."""
     def charged_s(r: EpochRecord) -> float:
         per_second = epoch_cost(r.workers, r.servers, spec.resources, 1.0, spec.prices)
         return r.cost / per_second if per_second > 0 else 0.0
 
-    return sorted(max(0.0, charged_s(r) - r.samples / r.samples_per_s) for r in history if r.samples_per_s > 0)
+    return _overheads(history, charged_s)
 
 
 def _median(values: list[float]) -> float:
@@ -254,7 +256,7 @@ class JobLoop:
         except EpochFailed as e:
             cost = measured_cost(e.function_s, self.spec.resources, self.spec.prices) if e.function_s else 0.0
             if cost > 0:   # attempts that failed still ran, and are paid for
-                self.store.update_job(jid, spent=self.store.job(jid).spent + cost)
+                self.store.add_spend(jid, cost)
                 # no history row holds it: said here, so `spent` adds up (history + these events)
                 self._event("charged", f"{cost:.4g} for attempts that ran but finished no epoch")
             if isinstance(e, FailsAgain):   # failed even if a stop came at once: a retry would fail again

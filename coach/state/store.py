@@ -167,6 +167,11 @@ class Store:
         with self._connect() as c:
             c.execute(f"UPDATE jobs SET {cols} WHERE job_id = ?", (*values.values(), job_id))
 
+    def add_spend(self, job_id: str, cost: float) -> None:
+        """Charge `cost` to the job without an epoch to hold it (attempts that finished none)."""
+        with self._connect() as c:
+            c.execute("UPDATE jobs SET spent = spent + ?, updated_at = ? WHERE job_id = ?", (cost, time.time(), job_id))
+
     def _damaged(self, job_id: str, column: str, why: str) -> StateError:
         return StateError(f"{self.path}: job {job_id}: {column}: {why}; the row was edited or damaged "
                           "(the other jobs are not affected)")
