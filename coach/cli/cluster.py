@@ -4,6 +4,7 @@ a workload through its schedulers on it, `simulate` models the same without it."
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Optional
 
@@ -12,6 +13,9 @@ from rich.console import Console
 from rich.table import Table
 
 from coach import cluster
+from coach.errors import CoachError
+from coach.state.records import FINAL_STATUSES
+from coach.state.store import Store, coach_home
 
 app = typer.Typer(help="Start, inspect and stop a local Kubernetes control plane with simulated nodes "
                        "(binaries from deploy/local/build).", no_args_is_help=True)
@@ -25,7 +29,8 @@ def up(nodes: int = typer.Option(cluster.control_plane.DEFAULT_NODES, "--nodes",
                                   help="Memory of each node (e.g. 8Gi; a plain number is GiB).")) -> None:
     """Start the control plane (or reshape the running one); the last line is the kubeconfig path."""
     kubeconfig = cluster.up(nodes=nodes, cpu=cpu, memory=memory)
-    err.print(f"control plane up: {nodes} node{'s' * (nodes != 1)} × ({cpu} CPU, {cluster.control_plane.node_memory(memory)}); "
+    size = cluster.control_plane.node_shape(nodes, cpu, memory)
+    err.print(f"control plane up: {nodes} node{'s' * (nodes != 1)} × ({size[0]:g} CPU, {size[1]:g} GiB); "
               f"schedulers: {', '.join(cluster.control_plane.SCHEDULERS)}")
     print(kubeconfig)
 
@@ -40,7 +45,7 @@ def status() -> None:
     for name, alive in st.components.items():
         print(f"{name:16} {'running' if alive else 'STOPPED'}")
     print(f"{'apiserver':16} {'ready' if st.apiserver_ready else 'not ready'}")
-    print(f"{'nodes':16} {st.nodes}")
+    print(f"{'nodes':16} {_nodes(st.node_sizes)}")
     print(f"{'schedulers':16} {', '.join(st.schedulers)}")
     print(f"{'pods':16} {st.pods} ({st.bound_pods} bound)")
     print(f"{'kubeconfig':16} {st.kubeconfig}")
@@ -48,12 +53,33 @@ def status() -> None:
         raise typer.Exit(1)
 
 
+def _nodes(sizes: list[tuple[float, float]]) -> str:
+    """`3 × (4 CPU, 8 GiB)`; a term per shape if someone made the nodes unequal by hand."""
+    return " + ".join(f"{n} × ({cpu:g} CPU, {mem:g} GiB)" for (cpu, mem), n in sorted(Counter(sizes).items())) or "0"
+
+
 @app.command()
-def down() -> None:
+def down(force: bool = typer.Option(False, "--force",
+                                    help="Stop it even while jobs of this machine's store run on it.")) -> None:
     """Stop every process of the control plane and remove its etcd data (the cluster's objects); its
     logs and keys stay in the state folder for a look afterwards and for the next `up`."""
+    if not force:
+        _refuse_while_jobs_run()
     stopped = cluster.down()
     print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
+
+
+def _refuse_while_jobs_run() -> None:
+    """A job whose pods vanish under it fails its epoch and leaves its spend charged: say which jobs
+    would, and how to stop them, before taking the cluster away."""
+    if not (coach_home() / "coach.db").exists():   # no job ever ran here: do not create a store
+        return
+    running = [j for j in Store().jobs() if j.backend == "cluster" and j.status not in FINAL_STATUSES]
+    if running:
+        names = ", ".join(f"{j.job_id} ({j.status})" for j in running)
+        raise CoachError(f"{len(running)} job{'s' * (len(running) != 1)} still run on the cluster backend: "
+                         f"{names}; `coach stop JOB` stops one after its epoch, `coach cluster down --force` "
+                         "stops the cluster under them")
 
 
 FIGURES = [("finished", "jobs finished"), ("deadlocked", "jobs deadlocked (partly bound)"),

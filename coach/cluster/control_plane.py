@@ -32,7 +32,7 @@ from coach.cluster.errors import BinaryMissing, ClusterError
 from coach.errors import SpecError
 from coach.identity import process_identity
 from coach.cluster.kube import Kube, apply_manifest, write_kubeconfig
-from coach.cluster.nodes import NODE_LABEL, set_nodes
+from coach.cluster.nodes import NODE_LABEL, node_size, set_nodes
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEDULER_CONFIG = REPO / "deploy" / "scheduler" / "config.yaml"
@@ -115,7 +115,7 @@ class ClusterStatus:
     kubeconfig: Path | None = None
     components: dict[str, bool] = field(default_factory=dict)
     apiserver_ready: bool = False
-    nodes: int = 0
+    node_sizes: list[tuple[float, float]] = field(default_factory=list)   # (CPU, GiB) of each simulated node
     pods: int = 0
     bound_pods: int = 0
     schedulers: list[str] = field(default_factory=list)
@@ -207,27 +207,24 @@ def _scheduler_config(directory: Path, kubeconfig: Path, coach: bool) -> Path:
 
 
 def node_shape(nodes: int, cpu: str, memory: str) -> tuple[float, float]:
-    """A node's (CPU, GiB) from `--cpu` and `--memory`, after checking them and `--nodes`."""
+    """A node's (CPU, GiB) from `--cpu` and `--memory` in whole millicores and MiB, after checking
+    them and `--nodes`. A plain memory number is GiB, as in job files (to Kubernetes it would be
+    bytes, and `--memory 8` made nodes that fit no pod)."""
     if nodes < 0 or nodes > 5000:   # 0 is a cluster whose pods all stay pending: an experiment too
         raise SpecError("--nodes", "", f"must be between 0 and 5000, got {nodes}")
     shape = []
-    for flag, value, read, example in (("--cpu", cpu, quantities.cores, "4 or 500m"),
-                                       ("--memory", memory, quantities.gib, "8Gi")):
-        size = read(value.strip())
+    for flag, value, read, example, least, written in (
+            ("--cpu", cpu, quantities.cores, "4 or 500m", 0.001, "1m"),
+            ("--memory", memory, quantities.gib, "8Gi", 1 / 1024, "1Mi")):
+        size = read(value)
         if size is None:
             raise SpecError(flag, "", f"must be a Kubernetes quantity such as {example}, got {value!r}")
         if size <= 0:
             raise SpecError(flag, "", f"must be more than 0: a node without it fits no pod, got {value!r}")
+        if size < least:   # nodes are written in millicores and MiB
+            raise SpecError(flag, "", f"must be at least {written}, got {value!r}")
         shape.append(size)
-    return shape[0], shape[1]
-
-
-def node_memory(memory: str) -> str:
-    """A node's memory as Kubernetes reads it: a plain number is GiB, as in job files (to
-    Kubernetes it would be bytes, and `--memory 8` made nodes that fit no pod)."""
-    memory = memory.strip()
-    m = quantities.MEMORY.fullmatch(memory)
-    return f"{memory}Gi" if m and m.group(2) is None else memory
+    return round(shape[0] * 1000) / 1000, round(shape[1] * 1024) / 1024   # as the nodes are written
 
 
 @contextmanager
@@ -246,8 +243,8 @@ def up(nodes: int = DEFAULT_NODES, cpu: str = DEFAULT_CPU, memory: str = DEFAULT
     call with other sizes only reshapes the nodes; after deploy/local/build
     replaced a binary, or when the running one lacks a scheduler of SCHEDULERS, it restarts
     the cluster (with fresh data)."""
-    node_shape(nodes, cpu, memory)
-    memory = node_memory(memory)
+    size = node_shape(nodes, cpu, memory)
+    cpu, memory = quantities.cpu_text(size[0]), quantities.memory_text(size[1])
     directory = state_dir()
     with _locked(directory):
         state = ClusterState.load(directory)
@@ -386,7 +383,7 @@ def status() -> ClusterStatus:
             # a loaded machine can keep /readyz waiting: ask a few times before saying no
             st.apiserver_ready = any(kube.ready() for _ in range(3))
             if st.apiserver_ready:
-                st.nodes = sum(1 for n in kube.nodes() if n["metadata"].get("labels", {}).get(NODE_LABEL))
+                st.node_sizes = [node_size(n) for n in kube.nodes() if n["metadata"].get("labels", {}).get(NODE_LABEL)]
                 pods = kube.pods()
                 st.pods = len(pods)
                 st.bound_pods = sum(1 for p in pods if p["spec"].get("nodeName"))

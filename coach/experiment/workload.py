@@ -49,8 +49,8 @@ def pod_objects(job: JobArrival, scheduler: str, namespace: str, label: str) -> 
                      "annotations": {MIN_GROUP: str(job.min_group)}},
         "spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
                  "containers": [{"name": "fn", "image": "coach/function:experiment",
-                                 "resources": {"requests": {"cpu": f"{round(job.cpu * 1000)}m",
-                                                            "memory": f"{round(job.memory_gib * 1024)}Mi"}}}]},
+                                 "resources": {"requests": {"cpu": quantities.cpu_text(job.cpu),
+                                                            "memory": quantities.memory_text(job.memory_gib)}}}]},
     } for i, role in enumerate(roles(job.pods))]
 
 

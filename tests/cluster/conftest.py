@@ -15,6 +15,12 @@ from coach import cluster
 from tests.cluster.workload import NAMESPACE, Workload
 
 
+@pytest.fixture(autouse=True)
+def own_coach_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`coach cluster down` reads the job store: never the user's."""
+    monkeypatch.setenv("COACH_HOME", str(tmp_path / "coach-home"))
+
+
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     missing = [b for b in ("etcd", "kube-apiserver", "kube-scheduler", "coach-scheduler")

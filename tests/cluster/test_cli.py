@@ -15,6 +15,7 @@ import pytest
 
 import coach.cluster
 from coach.cluster import Kube
+from coach.state.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +37,7 @@ def test_up_is_idempotent_and_prints_the_kubeconfig_last(control_plane: Path) ->
     status = run("status")
     assert status.returncode == 0, status.stdout + status.stderr
     assert "coach-scheduler  running" in status.stdout
-    assert "nodes            3" in status.stdout
+    assert "nodes            3 × (2 CPU, 4 GiB)\n" in status.stdout
     assert "schedulers       default-scheduler, bin-pack, coach-gang" in status.stdout
     # any client with nothing but the kubeconfig
     k = Kube(control_plane)
@@ -69,6 +70,28 @@ def test_status_and_down_without_a_cluster(tmp_path: Path) -> None:
     assert status.returncode == 1 and "not running" in status.stdout
     down = run("down", env=env)
     assert down.returncode == 0 and "nothing was running" in down.stdout
+
+
+def test_down_refuses_while_a_job_runs_on_the_cluster_and_force_overrides(control_plane: Path,
+                                                                         tmp_path: Path) -> None:
+    store = Store()
+    store.create_job("job-on-cluster", "j", "j.yaml", {}, 0.3, 1.0, backend="cluster")
+    store.create_job("job-local", "j", "j.yaml", {}, 0.3, 1.0)
+    store.create_job("job-done", "j", "j.yaml", {}, 0.3, 1.0, backend="cluster")
+    store.update_job("job-done", status="succeeded")
+    for job_id in ("job-on-cluster", "job-local", "job-done"):
+        store.claim_job(job_id)   # this test's process stands in for their `coach submit`
+    store.update_job("job-on-cluster", status="running")
+    down = run("down")
+    assert down.returncode == 1 and "Traceback" not in down.stderr, down.stderr
+    assert ("1 job still run on the cluster backend: job-on-cluster (running); `coach stop JOB` stops one "
+            "after its epoch, `coach cluster down --force` stops the cluster under them") in down.stderr
+    assert run("status").returncode == 0   # nothing was stopped
+    # --force goes ahead (here on a cluster folder of its own: the session's stays up)
+    forced = run("down", "--force", env={"COACH_CLUSTER_DIR": str(tmp_path / "other")})
+    assert forced.returncode == 0 and "nothing was running" in forced.stdout, forced.stderr
+    store.release_job("job-on-cluster")   # its process is gone: the job reads as interrupted, down goes ahead
+    assert run("down", env={"COACH_CLUSTER_DIR": str(tmp_path / "other")}).returncode == 0
 
 
 ALL_UP = dict.fromkeys(("etcd", "kube-apiserver", "kube-scheduler", "coach-scheduler"), True)
@@ -108,6 +131,9 @@ def test_a_damaged_state_file_is_named_not_a_traceback(tmp_path: Path, content: 
     ("--memory", "8Qi", "must be a Kubernetes quantity"),
     ("--cpu", "0", "must be more than 0"),       # accepted before: a control plane of nodes that fit no pod
     ("--memory", "0Gi", "must be more than 0"),
+    ("--memory", "512Ki", "must be at least 1Mi"),   # written in MiB: a node of 0Mi
+    ("--cpu", "0.0001", "must be at least 1m"),
+    ("--cpu", "1e400", "must be a Kubernetes quantity"),
     ("--nodes", "100000000", "must be between 0 and 5000"),   # exit 1 before
 ])
 def test_up_refuses_bad_sizes_before_starting_anything(tmp_path: Path, option: str, value: str, problem: str) -> None:
@@ -116,15 +142,24 @@ def test_up_refuses_bad_sizes_before_starting_anything(tmp_path: Path, option: s
     assert not (tmp_path / "state.json").exists()
 
 
-def test_a_plain_memory_number_is_gib_as_in_job_files(control_plane: Path) -> None:
+@pytest.mark.parametrize(("cpu", "memory", "said", "cpu_written", "memory_written"), [
     # Kubernetes reads a plain number as bytes: `--memory 8` made nodes of 8 bytes that fit no pod
-    proc = run("up", "--nodes", "2", "--cpu", "4", "--memory", "8")
-    assert proc.returncode == 0 and "(4 CPU, 8Gi)" in proc.stderr, proc.stderr
+    ("4", "8", "(4 CPU, 8 GiB)", "4", "8Gi"),
+    ("1.5", "1e1", "(1.5 CPU, 10 GiB)", "1500m", "10Gi"),   # an exponent was refused as no quantity
+    ("2500m", "2G", "(2.5 CPU, 1.8623 GiB)", "2500m", "1907Mi"),
+    ("4", "4096000k", "(4 CPU, 3.81445 GiB)", "4", "3906Mi"),   # lower-case k: refused before
+])
+def test_node_sizes_are_read_as_kubernetes_quantities_and_written_in_its_units(
+        control_plane: Path, cpu: str, memory: str, said: str, cpu_written: str, memory_written: str) -> None:
+    proc = run("up", "--nodes", "2", "--cpu", cpu, "--memory", memory)
+    assert proc.returncode == 0 and said in proc.stderr, proc.stderr
     k = Kube(control_plane)
     try:
-        assert {n["status"]["allocatable"]["memory"] for n in k.nodes()} == {"8Gi"}
+        assert {(n["status"]["allocatable"]["cpu"], n["status"]["allocatable"]["memory"])
+                for n in k.nodes()} == {(cpu_written, memory_written)}
     finally:
         k.close()
+    assert f"nodes            2 × {said}\n" in run("status").stdout
 
 
 def test_a_slow_apiserver_does_not_make_up_restart_the_cluster(control_plane: Path) -> None:

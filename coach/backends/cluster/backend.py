@@ -22,6 +22,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, Mapping
 
+from coach import quantities
 from coach.backends.base import Capacity, Placement
 from coach.backends.local.backend import LocalBackend
 from coach.cluster.errors import ClusterError
@@ -125,9 +126,9 @@ class ClusterBackend(LocalBackend):
     def _pod(self, job_id: str, role: str, group_size: int, placement: Placement) -> Obj:
         requests = {}
         if role in placement.cpu:
-            requests["cpu"] = f"{round(placement.cpu[role] * 1000)}m"
+            requests["cpu"] = quantities.cpu_text(placement.cpu[role])
         if role in placement.memory_gib:
-            requests["memory"] = f"{round(placement.memory_gib[role] * 1024)}Mi"
+            requests["memory"] = quantities.memory_text(placement.memory_gib[role])
         return {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": f"{job_id}-{role}-{next(self._serials)}", "namespace": NAMESPACE,
