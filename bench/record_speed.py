@@ -22,13 +22,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT.parent))
+
+from coach.ports import free_port  # noqa: E402
+
 OUT = ROOT / "speed"
 WARMUP = 5
 STEPS = {"mlp": 600, "mlp_wide": 150, "lenet": 40}
@@ -49,12 +52,6 @@ def build(model: str):
         net.add(gluon.nn.Dense(units, activation="relu"))
     net.add(gluon.nn.Dense(10))
     return net
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def role_main() -> None:

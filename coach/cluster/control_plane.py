@@ -16,7 +16,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from contextlib import contextmanager
@@ -31,6 +30,7 @@ from coach import quantities
 from coach.cluster.errors import BinaryMissing, ClusterError
 from coach.errors import SpecError
 from coach.identity import process_identity
+from coach.ports import free_port
 from coach.cluster.kube import Kube, apply_manifest, write_kubeconfig
 from coach.cluster.nodes import NODE_LABEL, node_size, set_nodes
 
@@ -152,12 +152,6 @@ def _rebuilt(p: Process) -> bool:
         return Path(p.binary).stat().st_mtime != p.mtime
     except OSError:
         return True
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _binary(name: str) -> Path:
@@ -288,7 +282,7 @@ def _start_all(directory: Path, nodes: int, cpu: str, memory: str) -> Path:
         f"{admin},admin,admin,system:masters\n"
         f"{sched},system:kube-scheduler,system:kube-scheduler\n"
         f'{coach},{COACH_SCHEDULER_USER},coach-scheduler,"system:serviceaccounts,system:serviceaccounts:kube-system"\n')
-    etcd_port, etcd_peer, api_port = _free_port(), _free_port(), _free_port()
+    etcd_port, etcd_peer, api_port = free_port(), free_port(), free_port()
     server = f"https://127.0.0.1:{api_port}"
     state = ClusterState(nodes=nodes, cpu=cpu, memory=memory, apiserver_port=api_port, etcd_port=etcd_port,
                          kubeconfig=str(directory / "kubeconfig"), schedulers=list(SCHEDULERS))
@@ -333,7 +327,7 @@ def _start_all(directory: Path, nodes: int, cpu: str, memory: str) -> Path:
             for name, coach in (("kube-scheduler", False), ("coach-scheduler", True)):
                 cfg = _scheduler_config(directory, directory / f"{'coach-' if coach else ''}scheduler.kubeconfig",
                                         coach)
-                ports.append(_free_port())
+                ports.append(free_port())
                 state.processes.append(_start(directory, name, [
                     f"--config={cfg}", "--bind-address=127.0.0.1", f"--secure-port={ports[-1]}",
                     f"--cert-dir={directory / 'pki' / name}", "--v=1",

@@ -133,10 +133,8 @@ class ConvergenceFit:
     b0: float                  # speed of convergence: 1/(l − b2) grows by b0 per epoch
     b1: float                  # 1/(l(0) − b2): offset of the start
     b2: float                  # asymptote: l(k) → b2 as k → ∞, never below
-    n_points: int              # points used in the fit
     last_progress: float       # largest progress seen (epochs)
-    residual_scale: float      # robust (MAD) scale of the residuals, loss units
-    noise: float               # epoch-to-epoch noise of the loss: residual_scale corrected for the 3 fitted b
+    noise: float               # epoch-to-epoch noise of the loss: the residuals' robust (MAD) scale corrected for the 3 fitted b
     replicas: tuple[tuple[float, float, float], ...] = ()   # bootstrap (b0, b1, b2)
     earlier: tuple[Warp, ...] = ()   # earlier runs of the same model and data laid over this one, closest first
     local: tuple[float, float] | None = None   # (b0, b1) refitted on the recent quarter with b2 kept
@@ -350,8 +348,8 @@ def _fit_convergence(k: np.ndarray, y: np.ndarray, bootstrap: int,
     noise = scale * (math.sqrt(n_tail / (n_tail - 3)) if n_tail > 3 else 1.0)
     share = _misfit_share(y[tail], noise) if b[0] > 0.0 else 0.0
     local = _local_rate(k, y, b, scale) if share > 0.0 else None
-    return ConvergenceFit(b0=float(b[0]), b1=float(b[1]), b2=float(b[2]), n_points=int(k.size),
-                          last_progress=float(k.max()), residual_scale=float(scale), noise=float(noise),
+    return ConvergenceFit(b0=float(b[0]), b1=float(b[1]), b2=float(b[2]), last_progress=float(k.max()),
+                          noise=float(noise),
                           replicas=tuple(replicas), local=local, local_weight=share if local else 0.0)
 
 

@@ -61,7 +61,7 @@ class Coordinator:
         self._read_capacity = capacity if callable(capacity) else lambda: capacity
         self.capacity = self._read_capacity()
         self._store = store             # None: this run's jobs are alone on the capacity
-        self._kept = kept
+        self.kept = kept
         self._cond = threading.Condition()
         self._demands: dict[str, JobDemand] = {}
         self._held: dict[str, _Held] = {}
@@ -140,7 +140,7 @@ class Coordinator:
             with self._cond:
                 self._cond.wait(RECHECK_S)
         predicted = epoch_s(grant.workers, grant.servers)   # may fit models: outside the lock
-        if self._kept and demand.static is not None and predicted is not None:
+        if self.kept and demand.static is not None and predicted is not None:
             # kept to its end: a static job never shrinks for others (a dynamic one may, next epoch)
             predicted = predicted * demand.remaining_epochs if demand.remaining_epochs else None
         with self._cond:
@@ -229,7 +229,7 @@ class Coordinator:
         there a job that holds none waits, and a younger job backfilled into room that the older
         one could not use then would keep that room for all its epochs (on the local backend jobs
         take turns at every epoch's end)."""
-        if not self._kept:
+        if not self.kept:
             return None
         holding = set(self._held) | others.holding
         for d in self._everyone(others):

@@ -367,7 +367,7 @@ class JobLoop:
             ahead = max((c for c in configs if coord.never_fits(demand(*c), now=True) is None), key=sum, default=None)
         # where scaled-down functions are gone (a cluster's pods), the head start is kept until tuning
         # ends and holds its room: leased from the start, so other jobs are not granted that room
-        kept = not self.run.backend.keep_warm
+        kept = coord.kept
         if ahead and kept and coord.acquire(demand(*ahead), timeout_s=0) is None:
             ahead = None   # other jobs hold that room now: each mini-epoch asks for what it needs
         group = {"scheduler": 1, "server": ahead[1], "worker": ahead[0]} if ahead else {}
@@ -428,7 +428,7 @@ class JobLoop:
     def _acquire(self, demand: JobDemand, epoch_s: Callable[[int, int], float | None],
                  timeout_s: float | None = None) -> Allocation | None:
         """The coordinator's grant for an epoch (None: stopped, or `timeout_s` passed). Where
-        functions hold their room between epochs (a cluster's pods: `keep_warm` False) the job
+        functions hold their room between epochs (a cluster's pods: the coordinator's `kept`) the job
         keeps its lease as long as they stand: it first asks without waiting, and if it must
         wait, its functions go before its lease does. Given back at an epoch's end with the pods
         still bound, the lease let the coordinator grant their room to another job, whose pods
@@ -445,7 +445,7 @@ class JobLoop:
     def _epoch_over(self) -> None:
         """Replicas that stay warm on their own hold nothing once an epoch ends (local processes);
         a cluster's pods stay until the next epoch's deploy: their lease stays with them."""
-        if self.run.backend.keep_warm:
+        if not self.run.coordinator.kept:
             self.run.coordinator.release(self.run.job_id)
 
     def _budget_exhausted(self, left: float, predicted: float | None = None) -> str:

@@ -38,8 +38,7 @@ def test_unreachable_eta_has_no_time():
 def test_epochs_already_run_without_meeting_the_rule_are_not_counted_again():
     # a curve sitting just above the target with noise: each future epoch is under it with
     # p ≈ 0.42, so three in a row take several more epochs, wherever the job stands now
-    fit = ConvergenceFit(b0=0.002, b1=2.0, b2=0.3, n_points=10, last_progress=10.0, residual_scale=0.05,
-                         noise=0.05)
+    fit = ConvergenceFit(b0=0.002, b1=2.0, b2=0.3, last_progress=10.0, noise=0.05)
     for done in (10, 30, 60):
         e = eta(fit, target=0.79, consecutive=3, epochs_done=done, epoch_seconds=1.0, horizon=done + 500)
         assert e.reachable and e.epochs_left > 3, (done, e)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import select
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ import yaml
 from coach.backends.base import Capacity, Invocation, Placement
 from coach.errors import BackendError, SpecError
 from coach.models.limit import USER_CODE_LIMIT_ENV, user_code_limit
+from coach.ports import free_port
 from coach.roles.protocol import ROLES
 from coach.roles.runner import PARENT_ENV
 
@@ -42,12 +42,6 @@ class _Replica:
 class _Job:
     replicas: dict[str, list[_Replica]] = field(default_factory=lambda: {r: [] for r in ROLES})
     idle: dict[str, list[_Replica]] = field(default_factory=lambda: {r: [] for r in ROLES})
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class LocalBackend:
