@@ -94,7 +94,7 @@ def job_row(job: JobRecord, events: Iterable[Mapping[str, Any]]) -> dict[str, st
     return {
         "job": job.job_id, "status": job.status, "epoch": str(job.epoch),
         "val loss / target": loss_text(job), "(w, s)": f"({job.workers}, {job.servers})",
-        "cost / budget": f"{job.spent:.4g} / {job.budget:g}", "elapsed": duration(elapsed(job, events)),
+        "spent / budget": f"{job.spent:.4g} / {job.budget:g}", "elapsed": duration(elapsed(job, events)),
         "ETA": eta_text(job),
     }
 
@@ -102,7 +102,7 @@ def job_row(job: JobRecord, events: Iterable[Mapping[str, Any]]) -> dict[str, st
 def progress_line(job: JobRecord, events: Iterable[Mapping[str, Any]]) -> str:
     r = job_row(job, events)
     line = (f"{r['job']}  {r['status']:<9} epoch {r['epoch']:>3}  val {r['val loss / target']}  "
-            f"(w, s)={r['(w, s)']}  cost {r['cost / budget']}  {r['elapsed']}")
+            f"(w, s)={r['(w, s)']}  spent {r['spent / budget']}  {r['elapsed']}")
     if r["ETA"] != "-":
         line += f"  ETA {r['ETA']}"
     if job.message and job.status not in ("tuning", "training"):
