@@ -6,7 +6,10 @@ while both schedulers are frozen (SIGSTOP), wakes the scheduler under test
 (SIGCONT) and times the span from its wake-up to the last bound pod: the
 scheduler meets all N pods at once, and client speed does not count. Pods come in
 jobs of 4 (scheduler, server, 2 workers; minimum group 4), the same pods for
-both schedulers apart from schedulerName. Prints pods/s for each and the ratio.
+both schedulers apart from schedulerName. Prints pods/s for each and the ratio, and
+from each scheduler's own metrics (at the shipped --v=1) the mean time per attempt in its
+scheduling algorithm (filters and scores, which hold its loop; `coach cluster simulate`
+models that) and from pop to bound (binding runs beside the loop).
 
     .venv/bin/python bench/scheduler_throughput.py --pods 1000 --nodes 100
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -28,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from coach import cluster  # noqa: E402
 from coach.cluster import Kube  # noqa: E402
-from coach.cluster.control_plane import ClusterState  # noqa: E402
+from coach.cluster.control_plane import ClusterState, scheduler_metrics  # noqa: E402
 
 NAMESPACE = "bench"
 ROLES = ["scheduler", "server", "worker", "worker"]
@@ -64,7 +68,23 @@ def scheduler_pids() -> dict[str, int]:
             for p in state.processes if p.name in ("kube-scheduler", "coach-scheduler")}
 
 
-def one_run(kube: Kube, pool: ThreadPoolExecutor, scheduler: str, n: int, run: str, timeout: float) -> float:
+def attempt_totals(scheduler: str) -> tuple[float, float, int]:
+    """(seconds in the scheduling algorithm, seconds from pop to bound, attempts) so far. The
+    algorithm (filters and scores) holds the scheduling loop; binding runs beside it."""
+    process = "coach-scheduler" if scheduler == "coach-gang" else "kube-scheduler"
+    text = scheduler_metrics(process)
+    def total(metric: str, labels: str = "") -> float:
+        return sum(float(v) for v in re.findall(rf"^scheduler_{metric}(?:\{{{labels}[^}}]*\}})? (\S+)$", text, re.M))
+    # one profile runs in the bench per process: the algorithm's metric has no profile label
+    return (total("scheduling_algorithm_duration_seconds_sum"),
+            total("scheduling_attempt_duration_seconds_sum", f'profile="{scheduler}"'),
+            int(total("scheduling_attempt_duration_seconds_count", f'profile="{scheduler}"')))
+
+
+def one_run(kube: Kube, pool: ThreadPoolExecutor, scheduler: str, n: int, run: str,
+            timeout: float) -> tuple[float, float]:
+    """(pods/s, mean ms of the scheduling algorithm per attempt) of one run."""
+    before = attempt_totals(scheduler)
     pids = scheduler_pids()
     for pid in pids.values():
         os.kill(pid, signal.SIGSTOP)
@@ -90,9 +110,12 @@ def one_run(kube: Kube, pool: ThreadPoolExecutor, scheduler: str, n: int, run: s
     while kube.pods(NAMESPACE, selector=f"bench={run}"):
         time.sleep(0.2)
     rate = n / now
-    print(f"  {scheduler:18} {n} pods in {now:6.2f}s = {rate:7.1f} pods/s   (created while frozen in {created:.1f}s)",
-          flush=True)
-    return rate
+    algorithm_s, attempt_s, attempts = (a - b for a, b in zip(attempt_totals(scheduler), before))
+    algorithm_ms, bound_ms = (1000 * t / max(attempts, 1) for t in (algorithm_s, attempt_s))
+    print(f"  {scheduler:18} {n} pods in {now:6.2f}s = {rate:7.1f} pods/s; {attempts} attempts, algorithm "
+          f"{algorithm_ms:.2f} ms, pop to bound {bound_ms:.1f} ms (means)   "
+          f"(created while frozen in {created:.1f}s)", flush=True)
+    return rate, algorithm_ms
 
 
 def main() -> None:
@@ -112,6 +135,7 @@ def main() -> None:
     print(f"control plane with {args.nodes} nodes up in {time.monotonic() - t0:.1f}s; {n} pods per run", flush=True)
     kube = Kube(kubeconfig, timeout=60)
     rates: dict[str, list[float]] = {"default-scheduler": [], "coach-gang": []}
+    attempt_ms: dict[str, list[float]] = {s: [] for s in rates}
     try:
         kube.ensure_namespace(NAMESPACE)
         with ThreadPoolExecutor(args.threads) as pool:
@@ -119,7 +143,9 @@ def main() -> None:
             one_run(kube, pool, "coach-gang", 40, "warmup-c", args.timeout)
             for r in range(args.rounds):
                 for s in rates:
-                    rates[s].append(one_run(kube, pool, s, n, f"r{r}-{s[:5]}", args.timeout))
+                    rate, ms = one_run(kube, pool, s, n, f"r{r}-{s[:5]}", args.timeout)
+                    rates[s].append(rate)
+                    attempt_ms[s].append(ms)
     finally:
         kube.close()
         cluster.down()
@@ -128,6 +154,8 @@ def main() -> None:
     d, c = statistics.median(rates["default-scheduler"]), statistics.median(rates["coach-gang"])
     print(f"median default-scheduler {d:.1f} pods/s, coach-gang {c:.1f} pods/s, "
           f"ratio {c / d:.2f} (goal >= 0.90: {'met' if c / d >= 0.9 else 'MISSED'})")
+    print("median time in the scheduling algorithm per attempt: " + ", ".join(
+        f"{s} {statistics.median(ms):.2f} ms" for s, ms in attempt_ms.items()))
 
 
 if __name__ == "__main__":

@@ -441,3 +441,15 @@ def _healthy(port: int) -> bool:
         return httpx.get(f"https://127.0.0.1:{port}/healthz", verify=False, timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def scheduler_metrics(name: str) -> str:
+    """The Prometheus text of the running `kube-scheduler` or `coach-scheduler` (served on loopback
+    without a token), for benchmarks and tests that count or time scheduling attempts."""
+    state = ClusterState.load(state_dir())
+    pids = [p.pid for p in state.processes if p.name == name and _alive(p)] if state else []
+    if not pids:
+        raise ClusterError(f"no {name} of `coach cluster up` runs (state in {state_dir()})")
+    args = Path(f"/proc/{pids[0]}/cmdline").read_bytes().decode().split("\0")
+    (port,) = [a.split("=", 1)[1] for a in args if a.startswith("--secure-port=")]
+    return httpx.get(f"https://127.0.0.1:{port}/metrics", verify=False, timeout=10).text

@@ -260,3 +260,15 @@ def test_down_stops_only_the_process_it_started_not_a_reused_pid(tmp_path: Path,
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_scheduler_metrics_of_no_running_control_plane_say_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COACH_CLUSTER_DIR", str(tmp_path))
+    with pytest.raises(coach.cluster.ClusterError, match=f"no coach-scheduler of `coach cluster up` runs "
+                                                         f"\\(state in {tmp_path}\\)"):
+        coach.cluster.control_plane.scheduler_metrics("coach-scheduler")
+
+
+def test_scheduler_metrics_are_the_running_schedulers_own(control_plane: Path) -> None:
+    for name, profile in (("kube-scheduler", "default-scheduler"), ("coach-scheduler", "coach-gang")):
+        assert f'profile="{profile}"' in coach.cluster.control_plane.scheduler_metrics(name)

@@ -7,10 +7,7 @@ import json
 import re
 from pathlib import Path
 
-import httpx
-
-from coach import cluster
-from coach.cluster.control_plane import ClusterState
+from coach.cluster.control_plane import scheduler_metrics
 
 from tests.cluster.test_cli import run
 from tests.cluster.workload import Workload, job_pod, wait_for
@@ -103,15 +100,10 @@ def test_yielding_jobs_do_not_spin(workload: Workload, tmp_path: Path) -> None:
 
 
 def coach_gang_attempts() -> int:
-    """coach-scheduler's scheduling attempts so far, from its metrics (served on loopback)."""
-    state = ClusterState.load(cluster.state_dir())
-    assert state is not None
-    (pid,) = [p.pid for p in state.processes if p.name == "coach-scheduler"]
-    args = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
-    (port,) = [a.split("=", 1)[1] for a in args if a.startswith("--secure-port=")]
-    text = httpx.get(f"https://127.0.0.1:{port}/metrics", verify=False, timeout=10).text
+    """coach-scheduler's scheduling attempts so far, from its metrics."""
     return sum(int(float(n)) for n in re.findall(
-        r'^scheduler_schedule_attempts_total\{[^}]*profile="coach-gang"[^}]*\} (\S+)$', text, re.M))
+        r'^scheduler_schedule_attempts_total\{[^}]*profile="coach-gang"[^}]*\} (\S+)$',
+        scheduler_metrics("coach-scheduler"), re.M))
 
 
 def test_other_work_on_the_nodes_is_named_and_not_counted_as_capacity(workload: Workload, tmp_path: Path) -> None:
