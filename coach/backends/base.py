@@ -58,10 +58,12 @@ class Backend(Protocol):
                          # False: one is gone when scaled away, and one kept holds its room (a pod)
 
     def deploy(self, job_id: str, group: Mapping[str, int], placement: Placement = Placement(),
-               on_wait: Callable[[str], None] | None = None) -> str | None:
+               on_wait: Callable[[str], None] | None = None,
+               should_stop: Callable[[], bool] = lambda: False) -> str | None:
         """Make exactly `group[role]` replicas of each role's function ready to take events.
         One call per group: a gang scheduler must see the whole group at once. While the group
-        waits for room, `on_wait` hears why (and "" once it is placed). Returns what the job's
+        waits for room, `on_wait` hears why (and "" once it is placed), and a True from
+        `should_stop` (`coach stop`) ends the wait with a BackendError. Returns what the job's
         events should say about where new replicas were placed, if anything."""
 
     def invoke(self, job_id: str, role: str, replica: int, payload: dict[str, Any], timeout_s: float) -> Invocation:

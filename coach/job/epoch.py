@@ -77,7 +77,7 @@ class EpochRunner:
             try:
                 if should_stop():   # also an attempt a stop cut short: no retry, but its time is paid
                     raise EpochFailed(f"{plan.phase} epoch {plan.epoch}: stopped by request")
-                outcome, error = self._attempt(plan, attempt, function_s)
+                outcome, error = self._attempt(plan, attempt, function_s, should_stop)
                 if outcome is None and should_stop():
                     raise EpochFailed(f"{plan.phase} epoch {plan.epoch}: stopped by request")
             except EpochFailed as e:
@@ -93,13 +93,13 @@ class EpochRunner:
         failed.function_s = function_s   # failed attempts cost money too
         raise failed
 
-    def _attempt(self, plan: EpochPlan, attempt: int,
-                 function_s: dict[str, float]) -> tuple[EpochOutcome | None, str]:
+    def _attempt(self, plan: EpochPlan, attempt: int, function_s: dict[str, float],
+                 should_stop: Callable[[], bool]) -> tuple[EpochOutcome | None, str]:
         try:
             group = {"scheduler": 1, "server": plan.servers, "worker": plan.workers}
             group = {role: max(n, plan.keep.get(role, 0)) for role, n in group.items()}
             placed = self.backend.deploy(plan.job_id, group, plan.placement,
-                                         on_wait=lambda why: self.on_wait(why or plan.label))
+                                         on_wait=lambda why: self.on_wait(why or plan.label), should_stop=should_stop)
             if placed:
                 self.on_event("placed", f"{plan.phase} epoch {plan.epoch}: {placed}")
         except BackendError as e:

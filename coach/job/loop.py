@@ -111,8 +111,8 @@ def _known_not_to_help(history: list[EpochRecord], w: int, s: int) -> str | None
     for (w2, s2), with_s in rate.items():
         fewer = rate.get((w2, s - 1))
         if w2 > w and s2 == s and fewer and 0 < with_s <= fewer * (1 + TUNING_NOISE):
-            return (f"a server more did not speed up {w2} workers ({fewer:.0f} → {with_s:.0f} samples/s), "
-                    f"so it will not speed up {w}")
+            return (f"a server more did not speed up {w2} workers ({fewer:.0f} → {with_s:.0f} samples/s, "
+                    f"{with_s / fewer - 1:+.1%}; faster counts from +{TUNING_NOISE:.0%}), so it will not speed up {w}")
     return None
 
 
@@ -376,7 +376,8 @@ class JobLoop:
                 raise BackendError(why)
 
         try:
-            placed = self.run.backend.deploy(self.run.job_id, group, self._placement(), on_wait=no_wait) if group else None
+            placed = self.run.backend.deploy(self.run.job_id, group, self._placement(), on_wait=no_wait,
+                                             should_stop=self._stop_requested) if group else None
             if placed:
                 self._event("placed", f"ahead of tuning: {placed}")
         except BackendError as e:   # only a head start: each epoch deploys what it needs, with retries

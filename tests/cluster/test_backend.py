@@ -152,6 +152,12 @@ def test_a_gang_group_waits_for_room_and_keeps_its_place(workload: Workload) -> 
         with pytest.raises(BackendError, match="waiting for room on the cluster"):
             second.deploy("headstart", {"scheduler": 1, "server": 2, "worker": 2}, gang, on_wait=give_up)
         assert not workload.kube.pods(NAMESPACE, "coach.io/job=headstart"), "a group given up keeps no pod"
+        # `coach stop` while a group waits for room: it waited out wait_timeout_s (600 s), then retried
+        asked = []
+        with pytest.raises(BackendError, match="stopped by request while coach-gang had bound 0 of the 4 pods"):
+            second.deploy("stopped", {"scheduler": 1, "server": 1, "worker": 2}, gang,
+                          should_stop=lambda: asked.append(1) or len(asked) > 3)
+        assert not workload.kube.pods(NAMESPACE, "coach.io/job=stopped"), "a group given up keeps no pod"
     finally:
         first.close()
         second.close()

@@ -121,11 +121,12 @@ def test_a_failed_head_start_of_tuning_does_not_fail_the_job(tmp_path: Path, coa
     class FirstDeployFails(LocalBackend):
         calls = 0
 
-        def deploy(self, job_id: str, group: Any, placement: Any = Placement(), on_wait: Any = None) -> None:
+        def deploy(self, job_id: str, group: Any, placement: Any = Placement(), on_wait: Any = None,
+                   should_stop: Any = lambda: False) -> None:
             FirstDeployFails.calls += 1
             if FirstDeployFails.calls == 1:
                 raise BackendError("worker: replica 1 did not start within 60 s")
-            super().deploy(job_id, group, placement, on_wait)
+            super().deploy(job_id, group, placement, on_wait, should_stop)
 
     store = Store()
     spec = parse_spec(dict(FAST_JOB, name="headstart"), str(tmp_path / "job.yaml"))

@@ -243,3 +243,11 @@ def test_jobs_are_laid_out_together():
     assert plan(demands, capacity_cpu=8, capacity_memory_gib=16)["b"] is not None       # 5 of 8 cores in sum
     assert plan(demands, capacity_cpu=8, capacity_memory_gib=16, nodes=[(4.0, 8.0), (4.0, 8.0)])["b"] is not None
     assert plan(demands, capacity_cpu=6, capacity_memory_gib=16, nodes=[(2.0, 8.0)] * 3)["b"] is None
+
+
+def test_a_role_the_speed_model_sees_no_effect_of_is_said_not_to_change_the_speed():
+    # one configuration measured: every other predicts the same rate ("would slow it down by 0 s")
+    only = fit_speed([SpeedSample(1, 1, 1000, 64)])
+    out = plan([job("a", only)], capacity_cpu=16, capacity_memory_gib=64)["a"]
+    assert (out.workers, out.servers) == (1, 1)
+    assert "a 2nd server would not change its speed" in out.reason and "by 0 s" not in out.reason, out.reason

@@ -8,7 +8,7 @@ import pytest
 
 from coach.estimate.cost import epoch_cost
 from coach.estimate import SpeedSample, fit_speed
-from coach.job.loop import _charged_overheads, _median, _mini_epoch_cost
+from coach.job.loop import _charged_overheads, _known_not_to_help, _median, _mini_epoch_cost
 from coach.plan import JobDemand, predicted_epoch_cost
 from coach.spec import load_spec
 from coach.state.records import EpochRecord
@@ -73,3 +73,17 @@ def test_a_training_epoch_is_predicted_with_its_charged_overhead(tmp_path: Path,
         assert got is None
     else:
         assert got == pytest.approx(epoch_cost(1, 1, spec.resources, seconds, spec.prices))
+
+
+@pytest.mark.parametrize(("with_s", "said"), [
+    (6855.0, "did not speed up 2 workers (6610 → 6855 samples/s, +3.7%; faster counts from +5%), so it will not "
+     "speed up 1"),
+    (6000.0, "(6610 → 6000 samples/s, -9.2%; faster counts from +5%)"),
+    (7000.0, None),   # +5.9%: a server more helped, so (1, 2) may too
+])
+def test_tuning_skips_a_server_that_did_not_help_more_workers(tmp_path: Path, with_s: float, said: str | None) -> None:
+    # a server more read "did not speed up (6610 → 6855 samples/s)" for a 3.7% gain under the noise
+    spec = load_spec(write_job(tmp_path / "j.yaml", name="j", **FAST_JOB))
+    history = [mini(spec, 2, 1, 1.0, 1.0, rate=6610.0), mini(spec, 2, 2, 1.0, 1.0, rate=with_s)]
+    why = _known_not_to_help(history, 1, 2)
+    assert (why is None) if said is None else (said in why), why

@@ -140,7 +140,8 @@ class ClusterBackend(LocalBackend):
                                      "resources": {"requests": requests}}]},
         }
 
-    def _await_binding(self, job_id: str, scheduler: str, size: int, on_wait: Callable[[str], None]) -> list[Obj]:
+    def _await_binding(self, job_id: str, scheduler: str, size: int, on_wait: Callable[[str], None],
+                       should_stop: Callable[[], bool]) -> list[Obj]:
         """The job's pods once every one is bound. A partly bound group that makes no progress
         for `place_timeout_s` is deleted: its bound pods hold room that another group may be
         waiting for (how a deadlock starts). A group with nothing bound holds nothing, so it
@@ -160,6 +161,9 @@ class ClusterBackend(LocalBackend):
                 if self._closed:
                     raise BackendError("the cluster backend is shut down (interrupted)")
                 bound = len(pods) - len(waiting)
+                if should_stop():   # `coach stop` while the group waits (up to wait_timeout_s)
+                    raise BackendError(f"stopped by request while {scheduler} had bound {bound} of the "
+                                       f"{len(pods)} pods")
                 if bound != bound_before:
                     since, bound_before = time.monotonic(), bound
                 why = f"waiting for room on the cluster: {scheduler} has bound {bound} of the {len(pods)} pods"
@@ -192,7 +196,8 @@ class ClusterBackend(LocalBackend):
 
     # -- Backend -----------------------------------------------------------------------------
     def deploy(self, job_id: str, group: Mapping[str, int], placement: Placement = Placement(),
-               on_wait: Callable[[str], None] | None = None) -> str | None:
+               on_wait: Callable[[str], None] | None = None,
+               should_stop: Callable[[], bool] = lambda: False) -> str | None:
         """Delete the pods the group no longer needs, create the missing ones together (the gang
         scheduler sees the whole group: its minimum group is all of it), wait for the scheduler
         to bind them, then start their processors. Says who placed the new pods where, and how fast."""
@@ -216,7 +221,7 @@ class ClusterBackend(LocalBackend):
             new = [self.kube.create_pod(self._pod(job_id, role, size, placement))["metadata"]["name"]
                    for role in largest_first for _ in range(group.get(role, 0) - len(pods[role]))]
             try:
-                bound = self._await_binding(job_id, scheduler, size, on_wait or (lambda _: None))
+                bound = self._await_binding(job_id, scheduler, size, on_wait or (lambda _: None), should_stop)
             except BaseException:   # on_wait gave up, Ctrl-C: no pod of a group given up may keep room
                 self.kube.delete_pods(NAMESPACE, f"{LABEL_JOB}={job_id}")
                 raise

@@ -124,7 +124,8 @@ class LocalBackend:
                 proc.wait()
 
     def deploy(self, job_id: str, group: Mapping[str, int], placement: Placement = Placement(),
-               on_wait: Callable[[str], None] | None = None) -> str | None:
+               on_wait: Callable[[str], None] | None = None,
+               should_stop: Callable[[], bool] = lambda: False) -> str | None:
         """Scale each role to `group[role]` replicas, starting the missing ones side by side.
         Replicas scaled away stay warm (idle, not invocable) until the job is torn down, like
         functions that have not yet scaled to zero, unless `keep_warm` is off."""
