@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from coach import cluster
+from coach import cluster, quantities
 from coach.errors import CoachError
 from coach.state.records import FINAL_STATUSES
 from coach.state.store import Store, coach_home
@@ -26,10 +26,14 @@ err = Console(stderr=True, soft_wrap=True, markup=False)
 def up(nodes: int = typer.Option(cluster.control_plane.DEFAULT_NODES, "--nodes", min=0, help="Simulated nodes."),
        cpu: str = typer.Option(cluster.control_plane.DEFAULT_CPU, "--cpu", help="CPU of each node (e.g. 4)."),
        memory: str = typer.Option(cluster.control_plane.DEFAULT_MEMORY, "--memory",
-                                  help="Memory of each node (e.g. 8Gi; a plain number is GiB).")) -> None:
+                                  help="Memory of each node (e.g. 8Gi; a plain number is GiB)."),
+       force: bool = typer.Option(False, "--force",
+                                  help="Reshape the nodes even while jobs of this machine's store run on them.")) -> None:
     """Start the control plane (or reshape the running one); the last line is the kubeconfig path."""
-    kubeconfig = cluster.up(nodes=nodes, cpu=cpu, memory=memory)
     size = cluster.control_plane.node_shape(nodes, cpu, memory)
+    if not force and _reshapes(nodes, size):
+        _refuse_while_jobs_run("`coach cluster up --force` reshapes the nodes under them")
+    kubeconfig = cluster.up(nodes=nodes, cpu=cpu, memory=memory)
     err.print(f"control plane up: {nodes} node{'s' * (nodes != 1)} × ({size[0]:g} CPU, {size[1]:g} GiB); "
               f"schedulers: {', '.join(cluster.control_plane.SCHEDULERS)}")
     print(kubeconfig)
@@ -64,22 +68,30 @@ def down(force: bool = typer.Option(False, "--force",
     """Stop every process of the control plane and remove its etcd data (the cluster's objects); its
     logs and keys stay in the state folder for a look afterwards and for the next `up`."""
     if not force:
-        _refuse_while_jobs_run()
+        _refuse_while_jobs_run("`coach cluster down --force` stops the cluster under them")
     stopped = cluster.down()
     print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
 
 
-def _refuse_while_jobs_run() -> None:
+def _reshapes(nodes: int, size: tuple[float, float]) -> bool:
+    """Whether `up` would change the running cluster's nodes (the same shape again only prints the
+    kubeconfig, as scripts ask for it)."""
+    state = cluster.control_plane.ClusterState.load(cluster.state_dir())
+    return state is not None and (state.nodes, state.cpu, state.memory) != (
+        nodes, quantities.cpu_text(size[0]), quantities.memory_text(size[1]))
+
+
+def _refuse_while_jobs_run(override: str) -> None:
     """A job whose pods vanish under it fails its epoch and leaves its spend charged: say which jobs
-    would, and how to stop them, before taking the cluster away."""
+    would, and how to stop them, before taking the cluster away or reshaping it."""
     if not (coach_home() / "coach.db").exists():   # no job ever ran here: do not create a store
         return
     running = [j for j in Store().jobs() if j.backend == "cluster" and j.status not in FINAL_STATUSES]
     if running:
         names = ", ".join(f"{j.job_id} ({j.status})" for j in running)
-        raise CoachError(f"{len(running)} job{'s' * (len(running) != 1)} still run on the cluster backend: "
-                         f"{names}; `coach stop JOB` stops one after its epoch, `coach cluster down --force` "
-                         "stops the cluster under them")
+        one = len(running) == 1
+        raise CoachError(f"{len(running)} job{'' if one else 's'} still run{'s' if one else ''} on the cluster "
+                         f"backend: {names}; `coach stop JOB` stops one after its epoch, {override}")
 
 
 FIGURES = [("finished", "jobs finished"), ("deadlocked", "jobs deadlocked (partly bound)"),

@@ -74,6 +74,7 @@ def test_status_and_down_without_a_cluster(tmp_path: Path) -> None:
 
 def test_down_refuses_while_a_job_runs_on_the_cluster_and_force_overrides(control_plane: Path,
                                                                          tmp_path: Path) -> None:
+    assert run("up", "--nodes", "2", "--cpu", "4", "--memory", "8Gi").returncode == 0   # no job yet: reshaped
     store = Store()
     store.create_job("job-on-cluster", "j", "j.yaml", {}, 0.3, 1.0, backend="cluster")
     store.create_job("job-local", "j", "j.yaml", {}, 0.3, 1.0)
@@ -84,9 +85,16 @@ def test_down_refuses_while_a_job_runs_on_the_cluster_and_force_overrides(contro
     store.update_job("job-on-cluster", status="running")
     down = run("down")
     assert down.returncode == 1 and "Traceback" not in down.stderr, down.stderr
-    assert ("1 job still run on the cluster backend: job-on-cluster (running); `coach stop JOB` stops one "
+    assert ("1 job still runs on the cluster backend: job-on-cluster (running); `coach stop JOB` stops one "
             "after its epoch, `coach cluster down --force` stops the cluster under them") in down.stderr
     assert run("status").returncode == 0   # nothing was stopped
+    # reshaping the nodes deleted the job's pods too; the same shape again only prints the kubeconfig
+    before = run("status").stdout
+    reshape = run("up", "--nodes", "1", "--cpu", "500m", "--memory", "1Gi")
+    assert reshape.returncode == 1 and "`coach cluster up --force` reshapes the nodes under them" in reshape.stderr
+    same = run("up", "--nodes", "2", "--cpu", "4", "--memory", "8Gi")
+    assert same.returncode == 0 and same.stdout.strip().splitlines()[-1] == str(control_plane), same.stderr
+    assert run("status").stdout == before
     # --force goes ahead (here on a cluster folder of its own: the session's stays up)
     forced = run("down", "--force", env={"COACH_CLUSTER_DIR": str(tmp_path / "other")})
     assert forced.returncode == 0 and "nothing was running" in forced.stdout, forced.stderr
