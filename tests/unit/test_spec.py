@@ -131,6 +131,11 @@ BROKEN = [
      "a plain number is GiB"),
     ("infinite-memory", dict(GOOD, resources={"worker": {"memory": float("inf")}}), "resources.worker.memory",
      "memory size"),
+    # pods asked for cpu: '0' and memory: '0' (requests are written in millicores and MiB)
+    ("sub-millicore", dict(GOOD, resources={"worker": {"cpu": "0.1m"}}), "resources.worker.cpu",
+     "'0.1m' is under 1m, the smallest request"),
+    ("sub-mib", dict(GOOD, resources={"server": {"memory": "1k"}}), "resources.server.memory",
+     "'1k' is under 1Mi, the smallest request"),
 ]
 
 
