@@ -62,7 +62,7 @@ def read_curve(path: Path) -> Curve:
     first = [c.strip().lower() for c in rows[0][1]]
     if not _is_number(first[0]):
         if "epoch" not in first or "loss" not in first:
-            raise SpecError(source, "line 1", f"header must name the columns 'epoch' and 'loss', got {rows[0][1]}")
+            raise SpecError(source, f"line {rows[0][0]}", f"header must name the columns 'epoch' and 'loss', got {rows[0][1]}")
         i_epoch, i_loss = first.index("epoch"), first.index("loss")
         i_train = first.index("train_loss") if "train_loss" in first else None
         rows = rows[1:]
@@ -145,8 +145,9 @@ def estimate(
         pred = predict_curve(data, target, consecutive, before)
     except EstimateError as exc:
         raise SpecError(str(curve), "", str(exc)) from exc
-    except (OverflowError, FloatingPointError, ValueError) as exc:   # e.g. losses near 1e308
-        raise SpecError(str(curve), "loss", f"values too large to fit a curve to ({exc})") from None
+    except (OverflowError, FloatingPointError, ValueError):   # e.g. losses near 1e308 (OverflowError reads '(34, ...)')
+        raise SpecError(str(curve), "loss", f"values too large to fit a curve to (the largest is "
+                                            f"{max(data.losses):.3g})") from None
     used = pred.earlier.run.label if pred.earlier is not None else None   # the earlier run that counted
     if json_out:
         out = {"epochs_to_target": pred.epoch, "interval": [pred.lo, pred.hi],
