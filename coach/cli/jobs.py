@@ -153,7 +153,7 @@ def submit(job_files: List[Path] = typer.Argument(..., metavar="JOB_FILE", help=
 
 def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, failed, budget-exhausted, max-epochs or "
                                                   "interrupted job."),
-           budget: Optional[float] = typer.Option(None, help="Raise the job's budget to this.", min=0),
+           budget: Optional[float] = typer.Option(None, help="Raise the job's budget to this."),
            max_epochs: Optional[int] = typer.Option(None, "--max-epochs", min=1, help=(
                "A new max_epochs for the job (above the training epochs it has run).")),
            backend: Optional[str] = ResumeBackendOpt, cpu: Optional[float] = CpuOpt,
@@ -162,8 +162,10 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
     --backend says otherwise."""
     import dataclasses
 
-    from coach.spec import spec_from_dict
+    from coach.spec import MAX_NUMBER, spec_from_dict
 
+    if budget is not None and not (0 < budget <= MAX_NUMBER):   # as a job file's budget
+        raise SpecError("--budget", "", f"must be a finite number above 0 and at most {MAX_NUMBER:g}, got {budget:g}")
     store = Store()
     job = store.job(job_id)
     if job.status == "succeeded":
@@ -181,8 +183,8 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
         raise CoachError(f"{job.job_id} failed in a way a resume would repeat ({job.message}); "
                          f"fix the cause and submit {job.spec_path} again")
     if job.status == "budget_exhausted" and (budget is None or budget <= spec.budget):
-        raise CoachError(f"{job.job_id} stopped on its budget of {spec.budget:.4g} ({job.message}); "
-                         "give a larger --budget")
+        why = f"{job.job_id} stopped on its budget of {spec.budget:.4g} ({job.message}); give a larger --budget"
+        raise CoachError(why) if budget is None else SpecError("--budget", "", f"{why}, got {budget:g}")
     history = store.epochs(job.job_id)
     trained = sum(1 for e in history if e.phase == "training")
     limit = max_epochs or spec.max_epochs
@@ -192,10 +194,8 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
     if trained >= limit:
         raise CoachError(f"{job.job_id} has run {trained} training epochs, its max_epochs is {limit}; "
                          "give a larger --max-epochs")
-    if budget is not None and not math.isfinite(budget):
-        raise SpecError("--budget", "", f"must be a finite number, got {budget}")
     if budget is not None and budget <= job.spent:
-        raise CoachError(f"{job.job_id} has spent {job.spent:.4g}; give a --budget above that")
+        raise SpecError("--budget", "", f"{job.job_id} has spent {job.spent:.4g}; give more than that, got {budget:g}")
     spec = dataclasses.replace(spec, budget=budget if budget is not None else spec.budget, max_epochs=limit)
     runner = _backend(backend or job.backend, cpu, store)   # a cluster job went on locally, unsaid
     _check_fits(spec, runner.capacity)

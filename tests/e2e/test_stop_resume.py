@@ -3,6 +3,7 @@ resumed job continues from its checkpoint and counts every epoch once."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import subprocess
@@ -12,6 +13,8 @@ from typing import Callable
 
 import pytest
 
+from coach.spec import parse_spec
+from coach.state.store import Store
 from tests.conftest import COACH, FAST_JOB, ROOT, run_coach, write_job
 
 pytestmark = pytest.mark.slow
@@ -84,6 +87,23 @@ def test_resume_refuses_a_finished_job(tmp_path: Path, coach_home: Path) -> None
     [rec] = json.loads(run_coach("status", "--json", check=True).stdout)
     again = run_coach("resume", rec["job_id"])
     assert again.returncode == 1 and "succeeded" in again.stderr and "Traceback" not in again.stderr
+
+
+@pytest.mark.parametrize(("budget", "said"), [
+    ("nan", "--budget: must be a finite number above 0 and at most 1e+15, got nan"),   # "should be >= 0"
+    ("1e300", "--budget: must be a finite number above 0 and at most 1e+15, got 1e+300"),   # accepted
+    ("0", "--budget: must be a finite number above 0"),
+    ("0.0001", "--budget: stopped has spent 0.001; give more than that, got 0.0001"),   # exit 1
+])
+def test_resume_refuses_a_bad_budget_as_bad_input_and_keeps_the_job(coach_home: Path, budget: str, said: str) -> None:
+    store = Store()
+    spec = dataclasses.asdict(parse_spec(dict(FAST_JOB, name="stopped", budget=0.01), "j.yaml"))
+    store.create_job("stopped", "stopped", "j.yaml", spec, 0.3, 0.01)
+    store.update_job("stopped", status="stopped", message="stopped by request", spent=0.001)
+    proc = run_coach("resume", "stopped", "--budget", budget)
+    assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    job = store.job("stopped")
+    assert (job.status, job.budget, job.spent) == ("stopped", 0.01, 0.001)
 
 
 def test_interrupting_submit_stops_the_job_and_leaves_no_process(tmp_path: Path, coach_home: Path) -> None:

@@ -157,7 +157,7 @@ def test_static_job_with_tight_budget_stops_as_budget_exhausted(tmp_path: Path, 
     again = run_coach("resume", rec["job_id"])
     assert again.returncode == 1 and "stopped on its budget" in again.stderr and "larger --budget" in again.stderr
     same = run_coach("resume", rec["job_id"], "--budget", str(rec["budget"]))   # no more money than before
-    assert same.returncode == 1 and "larger --budget" in same.stderr, same.stderr
+    assert same.returncode == 2 and "larger --budget" in same.stderr, same.stderr   # a bad argument
     assert json.loads(run_coach("status", "--json", check=True).stdout)[0]["spent"] == rec["spent"]
 
 
