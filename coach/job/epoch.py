@@ -20,6 +20,7 @@ from coach.backends.base import Backend, Invocation, Placement
 from coach.errors import BackendError, Diverged, EpochFailed, FailsAgain
 
 HTTP_MARGIN_S = 30.0   # the HTTP call outlives the role's own deadline by this much
+DEPLOY_RETRY_S = 1.0   # pause before retrying an epoch whose functions could not be deployed; doubles each time
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,10 @@ class EpochRunner:
             errors.append(error)
             self.on_event("retry" if attempt < self.max_retries else "epoch_failed",
                           f"{plan.phase} epoch {plan.epoch} attempt {attempt + 1} failed: {error}")
+            if error.startswith("deploy:") and attempt < self.max_retries:
+                # an apiserver that is gone, or a full node, is not back a millisecond later: all the
+                # retries failed within one second
+                _pause(DEPLOY_RETRY_S * 2 ** attempt, should_stop)
         failed = EpochFailed(f"{plan.phase} epoch {plan.epoch} failed {self.max_retries + 1} times; "
                              f"last error: {errors[-1]}")
         failed.function_s = function_s   # failed attempts cost money too
@@ -164,6 +169,13 @@ class EpochRunner:
                             wall_s=wall, samples_per_s=_steady_rate(workers),
                             function_s=dict(function_s), retries=attempt,
                             checkpoint=str(chief[0]["checkpoint"])), ""
+
+
+def _pause(seconds: float, should_stop: Callable[[], bool]) -> None:
+    """Sleep, but not past a stop request."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and not should_stop():
+        time.sleep(min(0.2, max(0.0, end - time.monotonic())))
 
 
 def _steady_rate(workers: list[dict[str, Any]]) -> float:

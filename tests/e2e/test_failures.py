@@ -141,6 +141,41 @@ def test_a_failed_head_start_of_tuning_does_not_fail_the_job(tmp_path: Path, coa
     assert len(events) == 1 and "did not start within 60 s" in events[0], events
 
 
+def test_epochs_whose_functions_cannot_be_deployed_are_retried_after_a_growing_pause(
+        tmp_path: Path, coach_home: Path) -> None:
+    """An apiserver that is gone (`coach cluster down --force` under a job) refused every deploy:
+    the job used all its retries within one second. Injected into the real local backend, as the
+    test above does: its every deploy fails the way the cluster backend's did."""
+    from coach.backends.base import Placement
+    from coach.backends.local import LocalBackend
+    from coach.errors import BackendError
+    from coach.job.epoch import DEPLOY_RETRY_S
+    from coach.job.submit import register, run_jobs
+    from coach.spec import parse_spec
+    from coach.state.store import Store
+    from tests.conftest import FAST_JOB
+
+    calls: list[float] = []
+
+    class NoApiserver(LocalBackend):
+        def deploy(self, job_id: str, group: Any, placement: Any = Placement(), on_wait: Any = None,
+                   should_stop: Any = lambda: False) -> None:
+            calls.append(time.monotonic())
+            raise BackendError("[Errno 111] Connection refused")
+
+    store = Store()
+    spec = parse_spec(dict(FAST_JOB, name="noapi", max_retries=2), str(tmp_path / "job.yaml"))
+    job_id = register(spec, store)
+    backend = NoApiserver(log_dir=coach_home / "logs")
+    try:
+        statuses = run_jobs({job_id: spec}, backend, store)
+    finally:
+        backend.close()
+    assert statuses[job_id] == "failed" and "failed 3 times" in store.job(job_id).message
+    gaps = [b - a for a, b in zip(calls[-3:], calls[-2:])]   # the head start of tuning comes first
+    assert len(calls) == 4 and gaps[0] >= DEPLOY_RETRY_S and gaps[1] >= 2 * DEPLOY_RETRY_S, gaps
+
+
 def test_a_teardown_that_fails_keeps_the_jobs_status(tmp_path: Path, coach_home: Path) -> None:
     """Removing a finished job's functions can fail (on the cluster backend, an apiserver that is
     gone). The job's own status stands, and the failure is an event; before, it turned a stopped
