@@ -9,6 +9,8 @@ reserved (CPU cores and memory). Coach does the same, with prices the user confi
 The seconds are *measured* — each invocation's handler time, from the event's arrival (or
 from when its replica was ready, if later: a replica's `import mxnet` is not the event's, as on
 Nuclio) to its answer (`function_s`) — never assumed; a warm replica idle between epochs is not charged.
+A call that comes back without that count (its function was killed, e.g. by a Ctrl-C) is charged
+from its role process's start to the call's end, and nothing if no role process had started.
 The budget is enforced one epoch at a time:
 
     epoch budget = remaining budget / predicted remaining epochs

@@ -122,7 +122,7 @@ class EpochRunner:
         calls += [("server", i, dict(base, role="server")) for i in range(plan.servers)]
         calls += [("worker", i, dict(base, role="worker", shard=i)) for i in range(plan.workers)]
         t0 = time.monotonic()
-        answers: list[tuple[str, Invocation]] = []
+        answers: list[tuple[str, Invocation, float]] = []   # (role, answer, when it came)
         first_error, permanent, resumable = "", False, False
         with ThreadPoolExecutor(len(calls)) as pool:
             futures = {pool.submit(self.backend.invoke, plan.job_id, role, i, payload,
@@ -136,14 +136,16 @@ class EpochRunner:
                         inv = f.result()
                     except Exception as e:  # a backend bug must not hang the group
                         inv = Invocation(599, {"error": f"{type(e).__name__}: {e}"})
-                    answers.append((role, inv))
+                    answers.append((role, inv, time.time()))
                     if not inv.ok and not first_error:
                         first_error = f"{role}: {inv.error}"
                         permanent, resumable = bool(inv.body.get("permanent")), bool(inv.body.get("resumable"))
                         abort.write_text(first_error)   # the rest of the group stops now
         wall = time.monotonic() - t0
-        for role, inv in answers:
-            function_s[role] += float(inv.body.get("function_s", wall))
+        started = _role_starts(attempt_dir)
+        for role, inv, at in answers:
+            function_s[role] += float(inv.body["function_s"]) if "function_s" in inv.body else \
+                _served(started.get(role, []), at)
         shutil.rmtree(attempt_dir, ignore_errors=True)
         if first_error and permanent:
             failed = FailsAgain(f"{plan.phase} epoch {plan.epoch} failed: {first_error} "
@@ -152,7 +154,7 @@ class EpochRunner:
             raise failed
         if first_error:
             return None, first_error
-        workers = [inv.body for role, inv in answers if role == "worker"]
+        workers = [inv.body for role, inv, _ in answers if role == "worker"]
         chief = [w for w in workers if w.get("rank") == 0]
         if len(chief) != 1 or not chief[0].get("checkpoint"):
             return None, "no worker answered as rank 0 with a checkpoint"
@@ -169,6 +171,27 @@ class EpochRunner:
                             wall_s=wall, samples_per_s=_steady_rate(workers),
                             function_s=dict(function_s), retries=attempt,
                             checkpoint=str(chief[0]["checkpoint"])), ""
+
+
+def _role_starts(attempt_dir: Path) -> dict[str, list[float]]:
+    """When each role process of the attempt that has not answered started (wall clock, oldest
+    first): the pid file its function writes beside the abort marker once MXNet is imported and
+    removes when it answers."""
+    starts: dict[str, list[float]] = {}
+    for f in attempt_dir.glob("*.pid"):
+        try:
+            starts.setdefault(f.name.split("-", 1)[0], []).append(f.stat().st_mtime)
+        except OSError:   # removed meanwhile: it answered
+            pass
+    return {role: sorted(t) for role, t in starts.items()}
+
+
+def _served(starts: list[float], answered_at: float) -> float:
+    """Seconds to charge a call that came back without its function's own count (the function
+    was killed, or the call was lost): from its role process's start, so that a replica's
+    `import mxnet`, which the function never charges, is not charged here either (a Ctrl-C'd
+    first mini-epoch was charged 3× a whole one); nothing if no role process started."""
+    return max(0.0, answered_at - starts.pop(0)) if starts else 0.0
 
 
 def _pause(seconds: float, should_stop: Callable[[], bool]) -> None:
