@@ -255,6 +255,8 @@ def _dataset(r: _Reader, base: Path) -> dict[str, Any]:
             raise r.fail("dataset.path", f"cifar10 needs a local folder, got {_shown(d.get('path'))}; {CIFAR_HELP}")
         root = _local_path(r, "dataset.path", base, d["path"])
         missing = cifar_missing(root)
+        if root.exists() and not root.is_dir():
+            raise r.fail("dataset.path", f"{root} is a file, not a folder; {CIFAR_HELP}")
         if missing:
             raise r.fail("dataset.path", f"{root} lacks {', '.join(missing)}; {CIFAR_HELP}")
         d["path"] = str(root)

@@ -59,7 +59,7 @@ def _check_fits(spec: Any, capacity: Any) -> None:
     capacity = capacity.whole
     w, s = (spec.workers, spec.servers) if spec.allocation == "static" else (1, 1)
     cpu, mem = footprint(spec.resources, w, s)
-    how = "`coach cluster up --nodes/--cpu/--memory`" if capacity.nodes else "--cpu"
+    how = "`coach cluster up --nodes/--cpu/--memory` reshapes it" if capacity.nodes else "--cpu sets its cores"
     for role, r in spec.resources.items() if capacity.nodes else ():
         if not packs([(r.cpu, r.memory_gib)], capacity.nodes):
             raise SpecError(spec.source, f"resources.{role}",
@@ -67,8 +67,9 @@ def _check_fits(spec: Any, capacity: Any) -> None:
                             f"the cluster has {describe_nodes(capacity.nodes)} ({how})")
     smallest = f"its smallest allocation ({w} worker(s), {s} server(s) and a scheduler) needs {cpu:g} cores and {mem:g} GiB"
     if cpu > capacity.cpu + 1e-9 or mem > capacity.memory_gib + 1e-9:
-        raise SpecError(spec.source, "", f"{smallest}; the backend has {capacity.cpu:g} "
-                                         f"cores and {capacity.memory_gib:g} GiB ({how})")
+        field = "resources, workers, servers" if spec.allocation == "static" else "resources"
+        raise SpecError(spec.source, field, f"{smallest}; the {'cluster' if capacity.nodes else 'local'} backend has "
+                                            f"{capacity.cpu:g} cores and {capacity.memory_gib:g} GiB ({how})")
     if capacity.nodes and not packs(functions(spec.resources, w, s), capacity.nodes):
         raise SpecError(spec.source, "resources", f"{smallest}: that fits the cluster's {capacity.cpu:g} cores in sum "
                                                   f"but cannot be laid out on its {describe_nodes(capacity.nodes)} ({how})")

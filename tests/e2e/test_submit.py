@@ -76,7 +76,9 @@ def test_submit_trains_to_target_and_status_reads_while_running(tmp_path: Path, 
 
 
 @pytest.mark.parametrize(("cpu", "problem"), [
-    ("0.1", "needs 0.85 cores and 1.75 GiB; the backend has 0.1 cores"),   # recorded as a failed job before
+    # recorded as a failed job before; then it named no field and ended "(--cpu)"
+    ("0.1", "resources: its smallest allocation (1 worker(s), 1 server(s) and a scheduler) needs 0.85 cores and "
+            "1.75 GiB; the local backend has 0.1 cores and"),
     ("1e400", "--cpu: must be a finite number of cores, got inf"),          # accepted before
 ])
 def test_a_backend_too_small_for_the_job_is_refused_before_anything_is_recorded(tmp_path: Path, coach_home: Path,

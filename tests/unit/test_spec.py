@@ -82,6 +82,9 @@ BROKEN = [
     ("cifar-without-path", dict(GOOD, dataset={"name": "cifar10"}), "dataset.path", "cifar-10-python"),
     ("cifar-missing-files", dict(GOOD, dataset={"name": "cifar10", "path": "/nonexistent"}), "dataset.path",
      "data_batch_1"),
+    # it said "/etc/hostname lacks data_batch_1, …"
+    ("cifar-path-a-file", dict(GOOD, dataset={"name": "cifar10", "path": __file__}), "dataset.path",
+     f"{__file__} is a file, not a folder"),
     ("bad-allocation", dict(GOOD, allocation="elastic"), "allocation", "must be one of dynamic, static"),
     ("static-without-workers", dict(GOOD, allocation="static", servers=1), "workers", "static allocation"),
     ("workers-over-max", dict(GOOD, workers=5, max_workers=4), "workers", "<= max_workers"),
