@@ -132,7 +132,8 @@ PLOT_FORMATS = (".png", ".pdf", ".svg")
 
 def plot_file(output: Path, option: str, example: str) -> Path:
     """The file a plot goes to: a file name (`.png` added if it has no suffix) in a format
-    matplotlib writes; anything else is a SpecError naming the option."""
+    matplotlib writes, in a folder that exists and can be written; anything else is a SpecError
+    naming the option."""
     try:
         folder = output.is_dir()
     except (OSError, ValueError) as e:   # a name too long, a NUL byte
@@ -143,4 +144,7 @@ def plot_file(output: Path, option: str, example: str) -> Path:
         output = output.with_name(output.name + ".png")
     if output.suffix.lower() not in PLOT_FORMATS:
         raise SpecError(option, "", f"cannot write {output.suffix!r} files; use one of {', '.join(PLOT_FORMATS)}")
+    folder = output.parent.resolve()   # a typo in it is not a folder to create
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise SpecError(option, "", f"{folder} is not a folder this user can write to")
     return output

@@ -105,7 +105,9 @@ def test_plot_places_tuning_where_the_job_loop_fitted_it(tmp_path, monkeypatch):
         ("job.svg", "job.svg", None),
         ("job.xyz", None, "-o: cannot write '.xyz' files"),
         (".", None, "is a folder"),
-        ("/proc/nope/job.png", None, "cannot write the plot"),
+        ("/proc/nope/job.png", None, "-o: /proc/nope is not a folder this user can write to"),
+        # a typo in the folder made it silently (`cluster simulate --plot` refused it)
+        ("nowhere/job.png", None, "nowhere is not a folder this user can write to"),
     ],
 )
 def test_plot_command_output_paths(tmp_path, stored_job, monkeypatch, output, written, error):
