@@ -77,7 +77,8 @@ from coach.experiment.workload import JobArrival, roles
 # log-normal with spread 1 (gaps measured here: median 0.255 s, mean 0.259 s, up to 0.33 s)
 POLL_API_S = 0.005
 POLL_S = REPLAY_POLL_S + POLL_API_S * math.exp(0.5)   # the mean gap between polls
-ATTEMPT_S = 0.003          # one scheduling attempt (coach-gang)
+ATTEMPT_S = 0.003          # one scheduling attempt (coach-gang): a pod's share of its throughput, binding included
+                           # (its filters and scores alone: 0.4 ms on 2 nodes, bench/scheduler_throughput.py)
 # default-scheduler and bin-pack: one scheduling cycle, log-normal (kube-scheduler --v=3 on the stream workload,
 # pop to next pop with no event between: refused median 0.09 ms, log-spread 1.15; placed 0.16 ms, 0.9; the bind
 # is asynchronous). A refused pod does not hold the loop for 3 ms: the pods an event wakes are all tried before
