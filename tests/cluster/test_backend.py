@@ -287,9 +287,9 @@ def test_tunings_kept_pods_count_in_its_lease(workload: Workload, coach_home: Pa
     seen: list[tuple[dict, float | None]] = []
 
     class Recording(ClusterBackend):
-        def deploy(self, job_id, group, placement=Placement(), on_wait=None):  # type: ignore[no-untyped-def]
+        def deploy(self, job_id, group, placement=Placement(), on_wait=None, should_stop=lambda: False):  # type: ignore[no-untyped-def]
             seen.append((dict(group), next((l.cpu for l in store.leases() if l.job_id == job_id), None)))
-            return super().deploy(job_id, group, placement, on_wait)
+            return super().deploy(job_id, group, placement, on_wait, should_stop)
 
     spec = parse_spec(dict(FAST_JOB, name="kept", scheduler="gang"), str(tmp_path / "job.yaml"))
     job_id = register(spec, store)
