@@ -6,12 +6,12 @@ from __future__ import annotations
 import math
 import re
 
-# Kubernetes' grammar (apimachinery resource.Quantity): a number, then a binary suffix, a
-# decimal one or an exponent: 2, .5, 500m, 8Gi, 1G, 1e3, 1.5E-1. An upper-case K, which
-# Kubernetes refuses, is read as k: Coach writes sizes in its own units anyway.
-QUANTITY = re.compile(r"\+?(\d+(?:\.\d*)?|\.\d+)(?:(Ki|Mi|Gi|Ti|Pi|Ei|m|k|K|M|G|T|P|E)|[eE]([+-]?\d+))?")
-_FACTOR = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60, "m": 1e-3,
-           "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+# Kubernetes' grammar (apimachinery resource.Quantity): a signed number, then a binary suffix,
+# a decimal one or an exponent: 2, .5, 500m, 250000000n, 8Gi, 1G, 1e3, 1.5E-1. An upper-case K,
+# which Kubernetes refuses, is read as k: Coach writes sizes in its own units anyway.
+QUANTITY = re.compile(r"([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|K|M|G|T|P|E)|[eE]([+-]?\d+))?")
+_FACTOR = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60, "n": 1e-9, "u": 1e-6,
+           "m": 1e-3, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 
 
 def _read(text: str) -> tuple[float, bool] | None:
@@ -39,13 +39,25 @@ def gib(text: str, plain_is_bytes: bool = False) -> float | None:
     return value / 2**30 if suffixed or plain_is_bytes else value
 
 
+def written_cores(cores: float) -> float:
+    """A CPU size as Coach writes it into pods and nodes, in whole millicores. Job files and node
+    shapes are read as written, so that a fit Coach plans is the fit Kubernetes checks (a 1G
+    function rounded up to 954Mi did not fit four times on a 4G node rounded down to 3815Mi)."""
+    return round(cores * 1000) / 1000
+
+
+def written_gib(gib: float) -> float:
+    """A memory size as Coach writes it into pods and nodes, in whole MiB."""
+    return round(gib * 1024) / 1024
+
+
 def cpu_text(cores: float) -> str:
-    """How Coach writes a CPU size into a pod or node: whole cores, else millicores."""
+    """The text of a CPU size as written: whole cores, else millicores."""
     milli = round(cores * 1000)
     return f"{milli // 1000}" if milli % 1000 == 0 else f"{milli}m"
 
 
 def memory_text(gib: float) -> str:
-    """How Coach writes a memory size into a pod or node: whole GiB, else MiB."""
+    """The text of a memory size as written: whole GiB, else MiB."""
     mib = round(gib * 1024)
     return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"

@@ -137,26 +137,26 @@ def _quantity_text(value: Any) -> str:
 def _memory_gib(r: _Reader, value: Any, name: str) -> float:
     """Kubernetes quantities (512Mi, 1Gi, 1G) or plain GiB numbers, up to MAX_ROLE_GIB."""
     size = quantities.gib(_quantity_text(value))
-    if not size:
+    if size is None or size <= 0:
         raise r.fail(name, f"must be a memory size like 512Mi or 2Gi, got {_shown(value)}")
     if size < 1 / 1024:   # a pod's request is written in MiB: it would ask for 0
         raise r.fail(name, f"{_shown(value)} is under 1Mi, the smallest request a function's pod can have")
     if size > MAX_ROLE_GIB:   # e.g. 1073741824 meant as bytes: a plain number here is GiB
         raise r.fail(name, f"{_shown(value)} is {size:g} GiB, more than {MAX_ROLE_GIB} GiB for one function "
                            "(a plain number is GiB; write bytes as 1Gi, 512Mi)")
-    return size
+    return quantities.written_gib(size)
 
 
 def _cpu(r: _Reader, value: Any, name: str) -> float:
     """Kubernetes CPU quantities (500m, 0.5, 2, "2"), up to MAX_ROLE_CPU."""
     n = quantities.cores(_quantity_text(value))
-    if not n:
+    if n is None or n <= 0:
         raise r.fail(name, f"must be cores like 0.5 or 500m, got {_shown(value)}")
     if n < 0.001:   # a pod's request is written in millicores: it would ask for 0
         raise r.fail(name, f"{_shown(value)} is under 1m, the smallest request a function's pod can have")
     if n > MAX_ROLE_CPU:
         raise r.fail(name, f"{_shown(value)} is {n:g} cores, more than {MAX_ROLE_CPU} for one function")
-    return n
+    return quantities.written_cores(n)
 
 
 def _local_path(r: _Reader, field: str, base: Path, value: str) -> Path:

@@ -35,6 +35,9 @@ class Placement:
     scheduler: str = "default"     # the job file's `scheduler`: default | gang
 
 
+NO_ANSWER = 599   # an Invocation's status when no answer came (unreachable, killed, a backend error)
+
+
 @dataclass(frozen=True)
 class Invocation:
     """A function's answer: HTTP status and JSON body (an {"error": ...} body when status != 200)."""

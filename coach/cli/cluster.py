@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from coach import cluster, quantities
+from coach import cluster
 from coach.errors import CoachError
 from coach.state.records import FINAL_STATUSES
 from coach.state.store import Store, coach_home
@@ -31,8 +31,8 @@ def up(nodes: int = typer.Option(cluster.control_plane.DEFAULT_NODES, "--nodes",
                                   help="Reshape the nodes even while jobs of this machine's store run on them.")) -> None:
     """Start the control plane (or reshape the running one); the last line is the kubeconfig path."""
     size = cluster.control_plane.node_shape(nodes, cpu, memory)
-    if not force and _reshapes(nodes, size):
-        _refuse_while_jobs_run("`coach cluster up --force` reshapes the nodes under them")
+    if not force and (change := cluster.control_plane.disturbs(nodes, cpu, memory)):
+        _refuse_while_jobs_run(f"`coach cluster up --force` {change} under them")
     kubeconfig = cluster.up(nodes=nodes, cpu=cpu, memory=memory)
     err.print(f"control plane up: {nodes} node{'s' * (nodes != 1)} × ({size[0]:g} CPU, {size[1]:g} GiB); "
               f"schedulers: {', '.join(cluster.control_plane.SCHEDULERS)}")
@@ -71,14 +71,6 @@ def down(force: bool = typer.Option(False, "--force",
         _refuse_while_jobs_run("`coach cluster down --force` stops the cluster under them")
     stopped = cluster.down()
     print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
-
-
-def _reshapes(nodes: int, size: tuple[float, float]) -> bool:
-    """Whether `up` would change the running cluster's nodes (the same shape again only prints the
-    kubeconfig, as scripts ask for it)."""
-    state = cluster.control_plane.ClusterState.load(cluster.state_dir())
-    return state is not None and (state.nodes, state.cpu, state.memory) != (
-        nodes, quantities.cpu_text(size[0]), quantities.memory_text(size[1]))
 
 
 def _refuse_while_jobs_run(override: str) -> None:

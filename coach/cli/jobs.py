@@ -186,6 +186,8 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
     if job.status == "budget_exhausted" and (budget is None or budget <= spec.budget):
         why = f"{job.job_id} stopped on its budget of {spec.budget:.4g} ({job.message}); give a larger --budget"
         raise CoachError(why) if budget is None else SpecError("--budget", "", f"{why}, got {budget:g}")
+    if budget is not None and budget <= job.spent:
+        raise SpecError("--budget", "", f"{job.job_id} has spent {job.spent:.4g}; give more than that, got {budget:g}")
     history = store.epochs(job.job_id)
     trained = sum(1 for e in history if e.phase == "training")
     limit = max_epochs or spec.max_epochs
@@ -195,8 +197,6 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
     if trained >= limit:
         raise CoachError(f"{job.job_id} has run {trained} training epochs, its max_epochs is {limit}; "
                          "give a larger --max-epochs")
-    if budget is not None and budget <= job.spent:
-        raise SpecError("--budget", "", f"{job.job_id} has spent {job.spent:.4g}; give more than that, got {budget:g}")
     spec = dataclasses.replace(spec, budget=budget if budget is not None else spec.budget, max_epochs=limit)
     runner = _backend(backend or job.backend, cpu, store)   # a cluster job went on locally, unsaid
     _check_fits(spec, runner.capacity)

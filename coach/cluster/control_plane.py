@@ -218,7 +218,7 @@ def node_shape(nodes: int, cpu: str, memory: str) -> tuple[float, float]:
         if size < least:   # nodes are written in millicores and MiB
             raise SpecError(flag, "", f"must be at least {written}, got {value!r}")
         shape.append(size)
-    return round(shape[0] * 1000) / 1000, round(shape[1] * 1024) / 1024   # as the nodes are written
+    return quantities.written_cores(shape[0]), quantities.written_gib(shape[1])
 
 
 @contextmanager
@@ -242,8 +242,7 @@ def up(nodes: int = DEFAULT_NODES, cpu: str = DEFAULT_CPU, memory: str = DEFAULT
     directory = state_dir()
     with _locked(directory):
         state = ClusterState.load(directory)
-        if state and len(state.processes) == len(COMPONENTS) and state.schedulers == list(SCHEDULERS) and \
-                all(_alive(p) and not _rebuilt(p) for p in state.processes):
+        if state and _reusable(state):
             kube = Kube(Path(state.kubeconfig))
             try:
                 # a loaded machine can keep /readyz waiting; a running cluster and its data are kept
@@ -262,6 +261,27 @@ def up(nodes: int = DEFAULT_NODES, cpu: str = DEFAULT_CPU, memory: str = DEFAULT
         for name in COMPONENTS:
             _binary(name)
         return _start_all(directory, nodes, cpu, memory)
+
+
+def _reusable(state: ClusterState) -> bool:
+    """Whether `up` keeps the running cluster and its data (else it starts a fresh one)."""
+    return len(state.processes) == len(COMPONENTS) and state.schedulers == list(SCHEDULERS) and \
+        all(_alive(p) and not _rebuilt(p) for p in state.processes)
+
+
+def disturbs(nodes: int, cpu: str, memory: str) -> str | None:
+    """What `up(nodes, cpu, memory)` would do to pods on the running cluster, or None if it would
+    leave them alone (the same shape again only returns the kubeconfig)."""
+    state = ClusterState.load(state_dir())
+    if state is None:
+        return None
+    if not _reusable(state):
+        return "restarts the cluster with fresh data (a component stopped or was rebuilt)"
+    try:   # compared as sizes: an older coach wrote the texts as given (0.5, not 500m)
+        same = node_shape(state.nodes, state.cpu, state.memory) == node_shape(nodes, cpu, memory)
+    except SpecError:
+        same = False
+    return None if same and state.nodes == nodes else "reshapes the nodes"
 
 
 def _start_all(directory: Path, nodes: int, cpu: str, memory: str) -> Path:

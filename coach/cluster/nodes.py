@@ -92,8 +92,8 @@ def room_per_node(kube: Kube, but: str) -> list[tuple[tuple[float, float], tuple
 
 
 def node_size(node: dict) -> tuple[float, float]:
-    """A Node object's allocatable (CPU, GiB); Kubernetes writes memory without a unit in bytes
-    (e.g. `--memory 7.3Gi` comes back as 7838315316)."""
+    """A Node object's allocatable (CPU, GiB); a memory without a unit is bytes, as Kubernetes
+    writes a size that is no whole number of a unit (a node that others created)."""
     allocatable = node["status"]["allocatable"]
     return (cores(str(allocatable.get("cpu", "0"))) or 0.0,
             gib(str(allocatable.get("memory", "0")), plain_is_bytes=True) or 0.0)

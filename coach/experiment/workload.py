@@ -129,5 +129,5 @@ def _job(path: Path, where: str, item: dict, i: int) -> JobArrival:
     if "run" not in item:
         raise SpecError(str(path), f"{where}.run", "missing: seconds the job runs once its minimum group is bound")
     return JobArrival(name=name, at=float(number("at", 0, 0, MAX_SECONDS)), pods=pods, min_group=min_group,
-                      cpu=round(cpu * 1000) / 1000, memory_gib=round(memory * 1024) / 1024,   # as requested
+                      cpu=quantities.written_cores(cpu), memory_gib=quantities.written_gib(memory),   # as requested
                       run=float(number("run", None, 0.1, MAX_SECONDS)))

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from coach.backends.base import Backend, Invocation, Placement
+from coach.backends.base import NO_ANSWER, Backend, Invocation, Placement
 from coach.errors import BackendError, Diverged, EpochFailed, FailsAgain
 
 HTTP_MARGIN_S = 30.0   # the HTTP call outlives the role's own deadline by this much
@@ -135,7 +135,7 @@ class EpochRunner:
                     try:
                         inv = f.result()
                     except Exception as e:  # a backend bug must not hang the group
-                        inv = Invocation(599, {"error": f"{type(e).__name__}: {e}"})
+                        inv = Invocation(NO_ANSWER, {"error": f"{type(e).__name__}: {e}"})
                     answers.append((role, inv, time.time()))
                     if not inv.ok and not first_error:
                         first_error = f"{role}: {inv.error}"
@@ -144,8 +144,11 @@ class EpochRunner:
         wall = time.monotonic() - t0
         started = _role_starts(attempt_dir)
         for role, inv, at in answers:
-            function_s[role] += float(inv.body["function_s"]) if "function_s" in inv.body else \
-                _served(started.get(role, []), at)
+            if "function_s" in inv.body:
+                function_s[role] += float(inv.body["function_s"])
+            elif inv.status == NO_ANSWER:   # killed, or the call was lost
+                function_s[role] += _served(started.get(role, []), at)
+            # else the function refused the event (busy, a bad event) before any role process: nothing
         shutil.rmtree(attempt_dir, ignore_errors=True)
         if first_error and permanent:
             failed = FailsAgain(f"{plan.phase} epoch {plan.epoch} failed: {first_error} "
@@ -187,10 +190,12 @@ def _role_starts(attempt_dir: Path) -> dict[str, list[float]]:
 
 
 def _served(starts: list[float], answered_at: float) -> float:
-    """Seconds to charge a call that came back without its function's own count (the function
-    was killed, or the call was lost): from its role process's start, so that a replica's
-    `import mxnet`, which the function never charges, is not charged here either (a Ctrl-C'd
-    first mini-epoch was charged 3× a whole one); nothing if no role process started."""
+    """Seconds to charge a call whose answer never came (the function was killed, or the call was
+    lost): from the start of a role process of its role that has not answered, so that a
+    replica's `import mxnet`, which the function never charges, is not charged here either (a
+    Ctrl-C'd first mini-epoch was charged 3× a whole one); nothing if none started (or the lost
+    answer's function had finished and removed its file). Which of a role's unanswered processes
+    goes with which lost call does not matter to the sum but for the seconds between their ends."""
     return max(0.0, answered_at - starts.pop(0)) if starts else 0.0
 
 

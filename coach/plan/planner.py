@@ -267,7 +267,7 @@ def _step(d: JobDemand, ws: tuple[int, int], role: str, room: _Room) -> _Step:
     keeps = d.current is not None and nw <= d.current[0] and ns <= d.current[1]   # back to what it runs on
     floor = 0.0 if keeps else gain_floor(d.speed)
     if now - then <= 0 or now - then < floor * now:
-        if now == then:   # a speed model that sees no effect of this role ("slow it down by 0 s")
+        if math.isclose(now, then, rel_tol=1e-9):   # a speed model that sees no effect of this role ("slow it down by 0 s")
             return _Step(False, per_core, f"a {nth} {role} would not change its speed")
         if now - then < 0:   # "would save -0.185 s" read as a typo
             return _Step(False, per_core, f"a {nth} {role} would slow it down by {then - now:.3g} s {horizon}")

@@ -102,6 +102,22 @@ def test_down_refuses_while_a_job_runs_on_the_cluster_and_force_overrides(contro
     assert run("down", env={"COACH_CLUSTER_DIR": str(tmp_path / "other")}).returncode == 0
 
 
+def test_up_refuses_to_restart_a_cluster_under_a_running_job(tmp_path: Path) -> None:
+    """The same shape again was let through, and `up` then restarted a cluster with a stopped
+    component (fresh data: the job's pods gone). Here the whole state is one dead process."""
+    store = Store()
+    store.create_job("job-on-cluster", "j", "j.yaml", {}, 0.3, 1.0, backend="cluster")
+    store.claim_job("job-on-cluster")
+    store.update_job("job-on-cluster", status="training")
+    cp = coach.cluster.control_plane
+    cp.ClusterState(nodes=2, cpu="0.5", memory="8Gi", apiserver_port=1, etcd_port=2,   # as an older coach wrote it
+                    kubeconfig=str(tmp_path / "kubeconfig"), processes=[cp.Process("kube-apiserver", 2**22 + 1, "/x")],
+                    ).save(tmp_path)
+    proc = run("up", "--nodes", "2", "--cpu", "500m", "--memory", "8Gi", env={"COACH_CLUSTER_DIR": str(tmp_path)})
+    assert proc.returncode == 1 and "`coach cluster up --force` restarts the cluster with fresh data (a component " \
+        "stopped or was rebuilt) under them" in proc.stderr, proc.stderr
+
+
 ALL_UP = dict.fromkeys(("etcd", "kube-apiserver", "kube-scheduler", "coach-scheduler"), True)
 
 
@@ -142,6 +158,7 @@ def test_a_damaged_state_file_is_named_not_a_traceback(tmp_path: Path, content: 
     ("--memory", "512Ki", "must be at least 1Mi"),   # written in MiB: a node of 0Mi
     ("--cpu", "0.0001", "must be at least 1m"),
     ("--cpu", "1e400", "must be a Kubernetes quantity"),
+    ("--cpu", "-1", "must be more than 0"),
     ("--nodes", "100000000", "must be between 0 and 5000"),   # exit 1 before
 ])
 def test_up_refuses_bad_sizes_before_starting_anything(tmp_path: Path, option: str, value: str, problem: str) -> None:

@@ -24,6 +24,12 @@ def test_defaults_and_quantities() -> None:
     assert spec.consecutive == 3 and spec.allocation == "dynamic" and spec.scheduler == "default"
 
 
+def test_sizes_are_read_as_their_pods_are_written() -> None:
+    # a 1G function is a 954Mi pod: planned as 1G, four fitted a 4G (3815Mi) node that Kubernetes found too small
+    spec = parse_spec(dict(GOOD, resources={"worker": {"cpu": "13.5m", "memory": "1G"}}), "x.yaml")
+    assert spec.resources["worker"].cpu == 0.014 and spec.resources["worker"].memory_gib * 1024 == 954
+
+
 def test_user_model_file_resolved_beside_job_file(tmp_path: Path) -> None:
     (tmp_path / "net.py").write_text("def build(num_classes):\n    raise NotImplementedError\n")
     job = tmp_path / "job.yaml"
@@ -139,6 +145,7 @@ BROKEN = [
      "'0.1m' is under 1m, the smallest request"),
     ("sub-mib", dict(GOOD, resources={"server": {"memory": "1k"}}), "resources.server.memory",
      "'1k' is under 1Mi, the smallest request"),
+    ("negative-cpu", dict(GOOD, resources={"worker": {"cpu": "-1"}}), "resources.worker.cpu", "must be cores like"),
 ]
 
 

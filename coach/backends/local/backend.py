@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 import httpx
 import yaml
 
-from coach.backends.base import Capacity, Invocation, Placement
+from coach.backends.base import NO_ANSWER, Capacity, Invocation, Placement
 from coach.errors import BackendError, SpecError
 from coach.models.limit import USER_CODE_LIMIT_ENV, user_code_limit
 from coach.ports import free_port
@@ -175,7 +175,7 @@ class LocalBackend:
             r = self._http.post(f"http://127.0.0.1:{port}/", json=payload, timeout=timeout_s,
                                 headers={"X-Nuclio-Invoke-Timeout": f"{int(timeout_s)}s"})
         except httpx.HTTPError as e:
-            return Invocation(599, {"error": f"{role} function unreachable: {type(e).__name__}: {e}"})
+            return Invocation(NO_ANSWER, {"error": f"{role} function unreachable: {type(e).__name__}: {e}"})
         try:
             body = r.json()
         except ValueError:
