@@ -230,7 +230,7 @@ def stop(job_id: str = typer.Argument(..., metavar="JOB", help="A job id or a un
 
 def status(job_id: Optional[str] = typer.Argument(None, metavar="JOB", help="One job (default: all)."),
            json_out: bool = JsonOpt) -> None:
-    """Every job: state, epoch, loss vs target, (w, s), cost, elapsed, ETA."""
+    """Every job: state, epoch, loss vs target, (w, s), spent, elapsed, ETA."""
     store = Store()
     jobs, unreadable = ([store.job(job_id)], []) if job_id is not None else store.read_jobs()
     if json_out:
