@@ -104,6 +104,27 @@ def test_a_diverging_job_fails_at_once_and_cannot_be_resumed(tmp_path: Path, coa
     assert json.loads(run_coach("status", rec["job_id"], "--json", check=True).stdout)[0]["status"] == "failed"
 
 
+def _run_injected(backend_class: type, coach_home: Path, tmp_path: Path, stop_at_once: bool = False,
+                  **fields: Any) -> tuple[Any, str, str]:
+    """Run one FAST_JOB (with `fields`) in this process on `backend_class`, a real local backend
+    with a failure injected: (its store, the job's id, its final status)."""
+    from coach.job.submit import register, run_jobs
+    from coach.spec import parse_spec
+    from coach.state.store import Store
+    from tests.conftest import FAST_JOB
+
+    store = Store()
+    spec = parse_spec(dict(FAST_JOB, **fields), str(tmp_path / "job.yaml"))
+    job_id = register(spec, store)
+    if stop_at_once:
+        store.update_job(job_id, stop_requested=1)   # it stops after its first mini-epoch
+    backend = backend_class(log_dir=coach_home / "logs")
+    try:
+        return store, job_id, run_jobs({job_id: spec}, backend, store)[job_id]
+    finally:
+        backend.close()
+
+
 def test_a_failed_head_start_of_tuning_does_not_fail_the_job(tmp_path: Path, coach_home: Path) -> None:
     """Tuning starts every function it will use ahead of the first mini-epoch. That start is only
     a head start: if it fails (a replica slow to come up), the job goes on and each mini-epoch
@@ -113,10 +134,6 @@ def test_a_failed_head_start_of_tuning_does_not_fail_the_job(tmp_path: Path, coa
     from coach.backends.base import Placement
     from coach.backends.local import LocalBackend
     from coach.errors import BackendError
-    from coach.job.submit import register, run_jobs
-    from coach.spec import parse_spec
-    from coach.state.store import Store
-    from tests.conftest import FAST_JOB
 
     class FirstDeployFails(LocalBackend):
         calls = 0
@@ -128,16 +145,9 @@ def test_a_failed_head_start_of_tuning_does_not_fail_the_job(tmp_path: Path, coa
                 raise BackendError("worker: replica 1 did not start within 60 s")
             super().deploy(job_id, group, placement, on_wait, should_stop)
 
-    store = Store()
-    spec = parse_spec(dict(FAST_JOB, name="headstart"), str(tmp_path / "job.yaml"))
-    job_id = register(spec, store)
-    backend = FirstDeployFails(log_dir=coach_home / "logs")
-    try:
-        statuses = run_jobs({job_id: spec}, backend, store)
-    finally:
-        backend.close()
+    store, job_id, status = _run_injected(FirstDeployFails, coach_home, tmp_path, name="headstart")
     events = [e["message"] for e in store.events(job_id) if e["kind"] == "deploy_failed"]
-    assert statuses[job_id] == "succeeded", store.job(job_id).message
+    assert status == "succeeded", store.job(job_id).message
     assert len(events) == 1 and "did not start within 60 s" in events[0], events
 
 
@@ -150,10 +160,6 @@ def test_epochs_whose_functions_cannot_be_deployed_are_retried_after_a_growing_p
     from coach.backends.local import LocalBackend
     from coach.errors import BackendError
     from coach.job.epoch import DEPLOY_RETRY_S
-    from coach.job.submit import register, run_jobs
-    from coach.spec import parse_spec
-    from coach.state.store import Store
-    from tests.conftest import FAST_JOB
 
     calls: list[float] = []
 
@@ -163,15 +169,8 @@ def test_epochs_whose_functions_cannot_be_deployed_are_retried_after_a_growing_p
             calls.append(time.monotonic())
             raise BackendError("[Errno 111] Connection refused")
 
-    store = Store()
-    spec = parse_spec(dict(FAST_JOB, name="noapi", max_retries=2), str(tmp_path / "job.yaml"))
-    job_id = register(spec, store)
-    backend = NoApiserver(log_dir=coach_home / "logs")
-    try:
-        statuses = run_jobs({job_id: spec}, backend, store)
-    finally:
-        backend.close()
-    assert statuses[job_id] == "failed" and "failed 3 times" in store.job(job_id).message
+    store, job_id, status = _run_injected(NoApiserver, coach_home, tmp_path, name="noapi", max_retries=2)
+    assert status == "failed" and "failed 3 times" in store.job(job_id).message
     gaps = [b - a for a, b in zip(calls[-3:], calls[-2:])]   # the head start of tuning comes first
     assert len(calls) == 4 and gaps[0] >= DEPLOY_RETRY_S and gaps[1] >= 2 * DEPLOY_RETRY_S, gaps
 
@@ -183,27 +182,15 @@ def test_a_teardown_that_fails_keeps_the_jobs_status(tmp_path: Path, coach_home:
     stops local processes, which does not fail."""
     from coach.backends.local import LocalBackend
     from coach.errors import BackendError
-    from coach.job.submit import register, run_jobs
-    from coach.spec import parse_spec
-    from coach.state.store import Store
-    from tests.conftest import FAST_JOB
 
     class TeardownFails(LocalBackend):
         def teardown(self, job_id: str) -> None:
             super().teardown(job_id)
             raise BackendError("apiserver https://127.0.0.1:1: ConnectError")
 
-    store = Store()
-    spec = parse_spec(dict(FAST_JOB, name="teardown"), str(tmp_path / "job.yaml"))
-    job_id = register(spec, store)
-    store.update_job(job_id, stop_requested=1)   # stops after its first mini-epoch
-    backend = TeardownFails(log_dir=coach_home / "logs")
-    try:
-        statuses = run_jobs({job_id: spec}, backend, store)
-    finally:
-        backend.close()
+    store, job_id, status = _run_injected(TeardownFails, coach_home, tmp_path, stop_at_once=True, name="teardown")
     kinds = [e["kind"] for e in store.events(job_id)]
-    assert statuses[job_id] == "stopped" and store.job(job_id).status == "stopped", store.job(job_id).message
+    assert status == "stopped" and store.job(job_id).status == "stopped", store.job(job_id).message
     assert kinds[-1] == "teardown_failed" and "failed" not in kinds, kinds
     assert "ConnectError" in store.events(job_id)[-1]["message"]
 
