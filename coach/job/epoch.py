@@ -18,8 +18,11 @@ from typing import Any, Callable, Mapping
 
 from coach.backends.base import NO_ANSWER, Backend, Invocation, Placement
 from coach.errors import BackendError, Diverged, EpochFailed, FailsAgain
+from coach.roles import attempt_files
+from coach.roles.protocol import ROLES
 
 HTTP_MARGIN_S = 30.0   # the HTTP call outlives the role's own deadline by this much
+ATTEMPTS = "attempts"   # under the job's folder: one folder per epoch being run, one per attempt in it
 DEPLOY_RETRY_S = 1.0   # pause before retrying an epoch whose functions could not be deployed; doubles each time
 
 
@@ -74,31 +77,37 @@ class EpochRunner:
     def run(self, plan: EpochPlan, should_stop: Callable[[], bool] = lambda: False) -> EpochOutcome:
         function_s = {"scheduler": 0.0, "server": 0.0, "worker": 0.0}
         errors: list[str] = []
-        for attempt in range(self.max_retries + 1):
-            try:
-                if should_stop():   # also an attempt a stop cut short: no retry, but its time is paid
-                    raise EpochFailed(f"{plan.phase} epoch {plan.epoch}: stopped by request")
-                outcome, error = self._attempt(plan, attempt, function_s, should_stop)
-                if outcome is None and should_stop():
-                    raise EpochFailed(f"{plan.phase} epoch {plan.epoch}: stopped by request")
-            except EpochFailed as e:
-                e.function_s = function_s
-                raise
-            if outcome is not None:
-                return outcome
-            errors.append(error)
-            self.on_event("retry" if attempt < self.max_retries else "epoch_failed",
-                          f"{plan.phase} epoch {plan.epoch} attempt {attempt + 1} failed: {error}")
-            if error.startswith("deploy:") and attempt < self.max_retries:
-                # an apiserver that is gone, or a full node, is not back a millisecond later: all the
-                # retries failed within one second
-                _pause(DEPLOY_RETRY_S * 2 ** attempt, should_stop)
+        # every attempt's folder is kept until the epoch is over, so that a run killed during a
+        # retry leaves what the earlier attempts served too (`abandoned`)
+        epoch_dir = self.work_dir / ATTEMPTS / f"{plan.phase}-{plan.epoch:04d}-{uuid.uuid4().hex[:6]}"
+        try:
+            for attempt in range(self.max_retries + 1):
+                try:
+                    if should_stop():   # also an attempt a stop cut short: no retry, but its time is paid
+                        raise EpochFailed(f"{plan.phase} epoch {plan.epoch}: stopped by request")
+                    outcome, error = self._attempt(plan, epoch_dir / str(attempt), attempt, function_s, should_stop)
+                    if outcome is None and should_stop():
+                        raise EpochFailed(f"{plan.phase} epoch {plan.epoch}: stopped by request")
+                except EpochFailed as e:
+                    e.function_s = function_s
+                    raise
+                if outcome is not None:
+                    return outcome
+                errors.append(error)
+                self.on_event("retry" if attempt < self.max_retries else "epoch_failed",
+                              f"{plan.phase} epoch {plan.epoch} attempt {attempt + 1} failed: {error}")
+                if error.startswith("deploy:") and attempt < self.max_retries:
+                    # an apiserver that is gone, or a full node, is not back a millisecond later: all the
+                    # retries failed within one second
+                    _pause(DEPLOY_RETRY_S * 2 ** attempt, should_stop)
+        finally:   # what the attempts served is in function_s now, and the caller charges it
+            shutil.rmtree(epoch_dir, ignore_errors=True)
         failed = EpochFailed(f"{plan.phase} epoch {plan.epoch} failed {self.max_retries + 1} times; "
                              f"last error: {errors[-1]}")
         failed.function_s = function_s   # failed attempts cost money too
         raise failed
 
-    def _attempt(self, plan: EpochPlan, attempt: int, function_s: dict[str, float],
+    def _attempt(self, plan: EpochPlan, attempt_dir: Path, attempt: int, function_s: dict[str, float],
                  should_stop: Callable[[], bool]) -> tuple[EpochOutcome | None, str]:
         try:
             group = {"scheduler": 1, "server": plan.servers, "worker": plan.workers}
@@ -109,8 +118,7 @@ class EpochRunner:
                 self.on_event("placed", f"{plan.phase} epoch {plan.epoch}: {placed}")
         except BackendError as e:
             return None, f"deploy: {e}"
-        attempt_id = f"{plan.phase}-{plan.epoch:04d}-{attempt}-{uuid.uuid4().hex[:6]}"
-        attempt_dir = self.work_dir / "attempts" / attempt_id
+        attempt_id = f"{attempt_dir.parent.name}-{attempt}"
         attempt_dir.mkdir(parents=True, exist_ok=True)
         abort = attempt_dir / "abort"
         uri, port, node_host = self.backend.ps_root(plan.job_id)
@@ -142,14 +150,17 @@ class EpochRunner:
                         permanent, resumable = bool(inv.body.get("permanent")), bool(inv.body.get("resumable"))
                         abort.write_text(first_error)   # the rest of the group stops now
         wall = time.monotonic() - t0
-        started = _role_starts(attempt_dir)
+        # what the functions left in the folder covers answers that were lost: read before the
+        # pid files, so that a function finishing in between is counted in neither, not in both
+        left = attempt_files.served(attempt_dir)
+        started = {role: [r.start for r in rs] for role, rs in attempt_files.running(attempt_dir).items()}
+        for role in function_s:
+            answered = sum(float(inv.body["function_s"]) for r, inv, _ in answers if r == role and "function_s" in inv.body)
+            function_s[role] += max(answered, left.get(role, 0.0))   # more left: an answer was lost after it finished
         for role, inv, at in answers:
-            if "function_s" in inv.body:
-                function_s[role] += float(inv.body["function_s"])
-            elif inv.status == NO_ANSWER:   # killed, or the call was lost
+            if "function_s" not in inv.body and inv.status == NO_ANSWER:   # killed, or the call was lost
                 function_s[role] += _served(started.get(role, []), at)
             # else the function refused the event (busy, a bad event) before any role process: nothing
-        shutil.rmtree(attempt_dir, ignore_errors=True)
         if first_error and permanent:
             failed = FailsAgain(f"{plan.phase} epoch {plan.epoch} failed: {first_error} "
                                 "(not retried: it would fail the same way every time)")
@@ -176,26 +187,56 @@ class EpochRunner:
                             checkpoint=str(chief[0]["checkpoint"])), ""
 
 
-def _role_starts(attempt_dir: Path) -> dict[str, list[float]]:
-    """When each role process of the attempt that has not answered started (wall clock, oldest
-    first): the pid file its function writes beside the abort marker once MXNet is imported and
-    removes when it answers."""
-    starts: dict[str, list[float]] = {}
-    for f in attempt_dir.glob("*.pid"):
-        try:
-            starts.setdefault(f.name.split("-", 1)[0], []).append(f.stat().st_mtime)
-        except OSError:   # removed meanwhile: it answered
-            pass
-    return {role: sorted(t) for role, t in starts.items()}
+@dataclass(frozen=True)
+class Abandoned:
+    """Epochs a killed run left unfinished: what their functions served, and their folders."""
+
+    function_s: dict[str, float]   # per role, as EpochOutcome's
+    epochs: list[str]              # "training epoch 3", one per epoch
+    folders: list[Path]
+
+    def forget(self) -> None:
+        for folder in self.folders:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def abandoned(work_dir: Path) -> Abandoned | None:
+    """What the epochs of a run killed mid-epoch still owe (None if nothing was left).
+
+    The runner removes an epoch's folder once the epoch is over and its caller charges what it
+    served, so a folder found before a run starts is an epoch nobody charged. Answered events left
+    what they charged; a role process still running when the run died is charged from its start to
+    its function's last heartbeat (the functions die with the run, within seconds), so the
+    figure is measured to about `attempt_files.HEARTBEAT_S` per process.
+    """
+    root = work_dir / ATTEMPTS
+    folders = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    if not folders:
+        return None
+    function_s = dict.fromkeys(ROLES, 0.0)
+    for attempt_dir in (a for folder in folders for a in folder.iterdir() if a.is_dir()):
+        for role, seconds in attempt_files.served(attempt_dir).items():
+            if role in function_s:
+                function_s[role] += seconds
+        for role, processes in attempt_files.running(attempt_dir).items():
+            if role in function_s:
+                function_s[role] += sum(max(0.0, p.seen - p.start) for p in processes)
+    return Abandoned(function_s, [_epoch_label(f.name) for f in folders], folders)
+
+
+def _epoch_label(folder: str) -> str:
+    phase, _, rest = folder.partition("-")
+    number = rest.split("-", 1)[0]
+    return f"{phase} epoch {int(number)}" if number.isdigit() else folder
 
 
 def _served(starts: list[float], answered_at: float) -> float:
-    """Seconds to charge a call whose answer never came (the function was killed, or the call was
-    lost): from the start of a role process of its role that has not answered, so that a
-    replica's `import mxnet`, which the function never charges, is not charged here either (a
-    Ctrl-C'd first mini-epoch was charged 3× a whole one); nothing if none started (or the lost
-    answer's function had finished and removed its file). Which of a role's unanswered processes
-    goes with which lost call does not matter to the sum but for the seconds between their ends."""
+    """Seconds to charge a call whose answer never came while its function still ran (it was
+    killed, or the call was lost): from the start of a role process of its role that has not
+    answered, so that a replica's `import mxnet`, which the function never charges, is not
+    charged here either (a Ctrl-C'd first mini-epoch was charged 3× a whole one); nothing if none
+    started. Which of a role's unanswered processes goes with which lost call does not matter to
+    the sum but for the seconds between their ends."""
     return max(0.0, answered_at - starts.pop(0)) if starts else 0.0
 
 

@@ -27,7 +27,7 @@ from coach.estimate.progress import progress_of, streak_of
 from coach.estimate.cost import epoch_cost
 from coach.job.coordinator import Coordinator
 from coach.job.earlier import NONE_FOUND, describe, find_earlier
-from coach.job.epoch import EpochOutcome, EpochPlan, EpochRunner
+from coach.job.epoch import EpochOutcome, EpochPlan, EpochRunner, abandoned
 from coach.plan import Allocation, JobDemand, predicted_epoch_cost
 from coach.spec import JobSpec
 from coach.state.records import EpochRecord
@@ -294,8 +294,21 @@ class JobLoop:
                 self._event("earlier_run", f"the ETA also asks {'the closest of ' if len(found) > 1 else ''}"
                                            f"{describe(found)}")
 
+    def _charge_abandoned(self) -> None:
+        """Charge the epoch that a killed run of this job (`kill -9`, a crash) left unpaid."""
+        left = abandoned(self.run.work_dir)
+        if left is None:
+            return
+        cost = measured_cost(left.function_s, self.spec.resources, self.spec.prices)
+        if cost > 0:
+            self.store.add_spend(self.run.job_id, cost)
+            self._event("charged", f"{cost:.4g} for {', '.join(left.epochs)}, which a killed run left unfinished "
+                                   f"({sum(left.function_s.values()):.1f} function-seconds)")
+        left.forget()
+
     def _run(self) -> str:
         spec, coord = self.spec, self.run.coordinator
+        self._charge_abandoned()
         self._find_earlier()
         history = self._history()
         first = self._demand([])

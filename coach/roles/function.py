@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from coach.roles import attempt_files
 from coach.roles.protocol import EpochTask, EventError, parse_task
 from coach.roles.runner import PARENT_ENV
 
@@ -133,6 +134,8 @@ class FunctionRuntime:
         # Never ready (killed or aborted while importing, e.g. by a Ctrl-C): it served nothing
         ready = server.ready_at
         body["function_s"] = 0.0 if ready is None else time.monotonic() - max(t0, ready)
+        if task.abort_file and body["function_s"] > 0:
+            attempt_files.mark_served(Path(task.abort_file).parent, task.role, body["function_s"])
         if status != 200:
             context.logger.warn(f"{task.job_id} epoch {task.epoch} {task.role}: {body.get('error')}")
         return status, body
@@ -149,13 +152,14 @@ class FunctionRuntime:
         pid: int | None = None
         pid_file: Path | None = None
         verdict: tuple[int, dict[str, Any]] | None = None
-        verdict_at = 0.0
+        verdict_at = beat = 0.0
         try:
             while True:
                 for ev in self._server.events():
                     if ev["event"] == "started":
                         pid = self._role_pid = ev["pid"]
                         pid_file = self._pid_file(task, pid)
+                        beat = time.monotonic()
                     elif ev["event"] == "finished":
                         return verdict or self._finished(task, ev["code"], ev.get("result"))
                 if not self._server.alive():
@@ -171,6 +175,9 @@ class FunctionRuntime:
                         self._server.close()   # stuck: start afresh for the next event
                         self._server = ForkServer()
                         return verdict
+                elif pid_file is not None and time.monotonic() - beat >= attempt_files.HEARTBEAT_S:
+                    attempt_files.heartbeat(pid_file)
+                    beat = time.monotonic()
                 time.sleep(POLL_S)
         finally:
             self._role_pid = None
@@ -195,17 +202,14 @@ class FunctionRuntime:
             return 200, result
         return 500, {"error": f"{task.role} process {_describe_exit(code)} before answering"}
 
-    def _pid_file(self, task: EpochTask, pid: int) -> Path | None:
-        """Name the role process next to the abort marker, so operators and tests can find it."""
+    @staticmethod
+    def _pid_file(task: EpochTask, pid: int) -> Path | None:
+        """Name the role process next to the abort marker, for the job loop (`attempt_files`),
+        operators and tests."""
         if not task.abort_file:
             return None
-        name = f"{task.role}-{task.shard}.pid" if task.role == "worker" else f"{task.role}-{pid}.pid"
-        path = Path(task.abort_file).parent / name
-        try:
-            path.write_text(str(pid))
-        except OSError:
-            return None
-        return path
+        key = str(task.shard) if task.role == "worker" else str(pid)
+        return attempt_files.mark_running(Path(task.abort_file).parent, task.role, key, pid)
 
     def close(self) -> None:
         if self._role_pid is not None:

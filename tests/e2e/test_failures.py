@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from coach.roles import attempt_files
 from tests.conftest import COACH, ROOT, run_coach, write_job
 
 pytestmark = pytest.mark.slow
@@ -28,11 +29,9 @@ def _role_pid(home: Path, role: str, timeout: float = 300) -> int:
     """The pid of a role process of training epoch 2's first attempt, once it is running."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        for f in home.glob(f"jobs/*/attempts/training-0002-0-*/{role}-*.pid"):
-            try:
-                return int(f.read_text())
-            except (OSError, ValueError):
-                pass
+        for folder in home.glob("jobs/*/attempts/training-0002-*/0"):
+            if running := attempt_files.running(folder).get(role):
+                return running[0].pid
         time.sleep(0.05)
     raise AssertionError(f"no {role} process of epoch 2 appeared")
 
@@ -84,6 +83,46 @@ def _wait_no_processes_of(home: Path, timeout: float = 10) -> bool:
             return False
         time.sleep(0.2)
     return True
+
+
+def test_the_epoch_a_killed_submit_left_unfinished_is_charged_at_resume(tmp_path: Path, coach_home: Path) -> None:
+    """`kill -9` of `coach submit` during an epoch leaves no process to record what the epoch's
+    functions served; it went unpaid, so a budget could be overspent by it. The resume charges
+    it from what the functions left in the attempt's folder (each role process's start and last
+    heartbeat): about the seconds from each process's start to the kill."""
+    job = write_job(tmp_path / "victim.yaml", **dict(JOB, max_epochs=3))
+    proc = subprocess.Popen([*COACH, "submit", str(job), "--json"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        _role_pid(coach_home, "worker")
+        time.sleep(3)
+        [folder] = coach_home.glob("jobs/*/attempts/training-0002-*/0")
+        starts = [p.start for ps in attempt_files.running(folder).values() for p in ps]
+        proc.kill()
+        killed_at = time.time()
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert len(starts) == 4, "scheduler, server and 2 workers were running"
+    assert _wait_no_processes_of(coach_home), "the functions die with the coach process"
+    job_id = folder.parts[-4]
+    spent = json.loads(run_coach("status", job_id, "--json", check=True).stdout)[0]["spent"]
+    history = json.loads(run_coach("history", job_id, "--json", check=True).stdout)
+    assert spent == pytest.approx(sum(r["cost"] for r in history), rel=1e-6), "the killed epoch is unpaid so far"
+
+    again = run_coach("resume", job_id, "--json")
+    [rec] = json.loads(again.stdout)
+    assert rec["status"] in ("succeeded", "max_epochs"), again.stderr
+    events = json.loads(run_coach("events", job_id, "--json", check=True).stdout)
+    [charged] = [e["message"] for e in events if e["kind"] == "charged"]
+    assert "training epoch 2, which a killed run left unfinished" in charged, charged
+    seconds = float(charged.split("(")[1].split()[0])
+    # each process's last heartbeat is at most 1 s before the kill, and it dies within about 1 s after
+    assert seconds == pytest.approx(sum(killed_at - t for t in starts), abs=len(starts) * 1.5), (charged, starts)
+    history = json.loads(run_coach("history", job_id, "--json", check=True).stdout)
+    assert rec["spent"] == pytest.approx(sum(r["cost"] for r in history) + float(charged.split()[0]), rel=1e-3)
+    assert not list(folder.parents[1].iterdir()), "charged once: the folder is gone"
 
 
 def test_a_diverging_job_fails_at_once_and_cannot_be_resumed(tmp_path: Path, coach_home: Path) -> None:

@@ -8,12 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from coach.job.epoch import _role_starts, _served
+from coach.job.epoch import _served, abandoned
+from coach.roles import attempt_files
 
 
-def _pid_file(folder: Path, name: str, mtime: float) -> None:
-    (folder / name).write_text("123")
-    os.utime(folder / name, (mtime, mtime))
+def _pid_file(folder: Path, name: str, start: float, seen: float | None = None) -> None:
+    """As a function writes it when its role process starts, and touches it while it runs."""
+    (folder / name).write_text(f"123 {start}")
+    os.utime(folder / name, (seen or start, seen or start))
+
+
+def _role_starts(folder: Path) -> dict[str, list[float]]:
+    return {role: [p.start for p in ps] for role, ps in attempt_files.running(folder).items()}
 
 
 def test_a_lost_answer_is_charged_from_its_role_process_start(tmp_path: Path) -> None:
@@ -69,3 +75,64 @@ def test_a_function_that_refused_the_event_does_not_take_a_lost_answers_start(tm
         EpochRunner(Answers(), tmp_path, 0, lambda *_: None).run(plan)
     assert failed.value.function_s["worker"] == pytest.approx(2.0, abs=0.5)
     assert failed.value.function_s["server"] == pytest.approx(0.2)
+
+
+def test_a_lost_answer_of_a_function_that_finished_is_charged_what_it_left(tmp_path: Path) -> None:
+    """Its pid file is gone (it answered), but the seconds it charged are in the attempt's folder.
+    Stand-in backend, as above: the answer is lost after the function wrote its charge."""
+    from coach.backends.base import NO_ANSWER, Invocation
+    from coach.errors import EpochFailed
+    from coach.job.epoch import EpochPlan, EpochRunner
+
+    class Answers:
+        keep_warm = True
+
+        def deploy(self, *args: object, **kwargs: object) -> None:
+            return None
+
+        def ps_root(self, job_id: str) -> tuple[str, int, str]:
+            return "127.0.0.1", 1, "127.0.0.1"
+
+        def invoke(self, job_id: str, role: str, i: int, payload: dict, timeout_s: float) -> Invocation:
+            if role == "worker":
+                attempt_files.mark_served(Path(payload["abort_file"]).parent, role, 3.5)
+                return Invocation(NO_ANSWER, {"error": "worker function unreachable: ReadError"})
+            attempt_files.mark_served(Path(payload["abort_file"]).parent, role, 0.25)
+            return Invocation(409, {"error": "aborted", "function_s": 0.25})
+
+    plan = EpochPlan(job_id="j", phase="training", epoch=1, workers=1, servers=1, seed=1, limit=1,
+                     deadline_s=60, checkpoint_in=None, checkpoint_out="x", task={})
+    with pytest.raises(EpochFailed) as failed:
+        EpochRunner(Answers(), tmp_path, 1, lambda *_: None).run(plan)
+    # both attempts, each role once: the answers' own figures are not counted twice
+    assert failed.value.function_s == pytest.approx({"scheduler": 0.5, "server": 0.5, "worker": 7.0})
+    assert not list((tmp_path / "attempts").iterdir()), "the epoch's folder goes once it is charged"
+
+
+def test_a_killed_run_leaves_what_its_unfinished_epoch_owes(tmp_path: Path) -> None:
+    epoch = tmp_path / "attempts" / "training-0003-abc123"
+    first, second = epoch / "0", epoch / "1"
+    first.mkdir(parents=True)
+    second.mkdir()
+    attempt_files.mark_served(first, "worker", 2.0)        # attempt 0 failed; its answers came
+    attempt_files.mark_served(first, "server", 1.5)
+    _pid_file(second, "worker-0.pid", 1000.0, seen=1004.0)   # attempt 1 ran when the run died
+    _pid_file(second, "worker-1.pid", 1001.0, seen=1004.5)
+    _pid_file(second, "scheduler-77.pid", 999.0, seen=1004.0)
+    (second / "server-78.pid").write_text("12")            # garbled (an older layout): skipped
+    (second / "abort").write_text("")
+    old = tmp_path / "attempts" / "tuning-0001-0-ffffff"   # an older layout: nothing it can say
+    old.mkdir()
+    (old / "worker-0.pid").write_text("42")
+    left = abandoned(tmp_path)
+    assert left is not None
+    assert left.function_s == pytest.approx({"scheduler": 5.0, "server": 1.5, "worker": 2.0 + 4.0 + 3.5})
+    assert left.epochs == ["training epoch 3", "tuning epoch 1"]
+    left.forget()
+    assert abandoned(tmp_path) is None
+
+
+def test_a_job_that_never_ran_an_epoch_owes_nothing(tmp_path: Path) -> None:
+    assert abandoned(tmp_path) is None
+    (tmp_path / "attempts").mkdir()
+    assert abandoned(tmp_path) is None
