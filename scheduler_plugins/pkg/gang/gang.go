@@ -74,6 +74,15 @@ type Plugin struct {
 	// for the whole timeout, and a younger job that would fit never gets it
 	// (kubernetes-sigs/scheduler-plugins#713).
 	blocked map[jobs.Key]map[types.UID]jobs.Role
+	// rejected holds the pods this plugin rejected at the barrier, and
+	// waitingSince when each pod began to wait there (the framework's timer
+	// rejects it p.timeout later, without the plugin). A rejected pod is
+	// still listed among the waiting pods until its binding goroutine wakes,
+	// and Allow does nothing for it: a group counted complete with it bound
+	// without it. Both forget a pod at its Unreserve, or when it is allowed
+	// (and, should neither come, once its wait is long over: forgetOld).
+	rejected     map[types.UID]time.Time
+	waitingSince map[types.UID]time.Time
 }
 
 // refusedKey marks in the cycle state that PreFilter itself refused the pod,
@@ -124,7 +133,8 @@ func (p *Plugin) WithStarvation(d time.Duration) *Plugin {
 // NewWithRegistry builds the plugin on a given handle and registry (tests).
 func NewWithRegistry(h fwk.Handle, r *jobs.Registry, timeout time.Duration) *Plugin {
 	return &Plugin{handle: h, registry: r, timeout: timeout, failed: map[jobs.Key]time.Time{},
-		yielded: map[jobs.Key]struct{}{}, short: map[jobs.Key]struct{}{}, blocked: map[jobs.Key]map[types.UID]jobs.Role{}}
+		yielded: map[jobs.Key]struct{}{}, short: map[jobs.Key]struct{}{}, blocked: map[jobs.Key]map[types.UID]jobs.Role{},
+		rejected: map[types.UID]time.Time{}, waitingSince: map[types.UID]time.Time{}}
 }
 
 func decodeArgs(obj runtime.Object) (Args, error) {
@@ -148,13 +158,24 @@ func SetDefaults(a *Args) {
 	}
 }
 
+// MaxPermitTimeoutSeconds is the framework's own limit on a Permit wait (15
+// minutes): it would cut a longer one short without a word.
+const MaxPermitTimeoutSeconds = 15 * 60
+
+// MaxStarvationSeconds bounds the starvation argument (a day): a larger one
+// means backfill without end, and past about 292 years the duration wraps
+// negative, which would turn the bound off.
+const MaxStarvationSeconds = 24 * 60 * 60
+
 // Validate rejects arguments that cannot work.
 func Validate(a Args) error {
-	if a.PermitTimeoutSeconds < 1 {
-		return fmt.Errorf("%s: permitTimeoutSeconds must be at least 1, got %d", Name, a.PermitTimeoutSeconds)
+	if a.PermitTimeoutSeconds < 1 || a.PermitTimeoutSeconds > MaxPermitTimeoutSeconds {
+		return fmt.Errorf("%s: permitTimeoutSeconds must be from 1 to %d (the scheduler framework's limit), got %d",
+			Name, MaxPermitTimeoutSeconds, a.PermitTimeoutSeconds)
 	}
-	if a.StarvationSeconds < 1 {
-		return fmt.Errorf("%s: starvationSeconds must be at least 1, got %d", Name, a.StarvationSeconds)
+	if a.StarvationSeconds < 1 || a.StarvationSeconds > MaxStarvationSeconds {
+		return fmt.Errorf("%s: starvationSeconds must be from 1 to %d (a day), got %d",
+			Name, MaxStarvationSeconds, a.StarvationSeconds)
 	}
 	return nil
 }
@@ -309,13 +330,13 @@ func (p *Plugin) preFilter(ctx context.Context, m jobs.Member, pod *v1.Pod) (*fw
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
 			"job %s: pod %s of its minimum group found no node; the group waits for it", m.Job, blocker)), refused{}
 	}
-	if !core.Needed(v, waiting[m.Job], m.Role) {
+	if !core.Needed(v, waiting[m.Job].Roles, m.Role) {
 		// e.g. the third worker of a group of 3 that has no scheduler yet: at
 		// the barrier it would hold the node the scheduler needs
 		p.yield(m.Job) // woken when the group is placed or fails
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
 			"job %s: its minimum group waits for a pod of each role (%v missing); this %s pod joins after",
-			m.Job, core.Missing(v, waiting[m.Job]), m.Role)), refused{onlyThisPod: true}
+			m.Job, core.Missing(v, waiting[m.Job].Roles), m.Role)), refused{onlyThisPod: true}
 	}
 	demand := core.Outstanding(v, waiting[m.Job])
 	inFlight := p.inFlight(m.Job, waiting)
@@ -353,7 +374,7 @@ func (p *Plugin) preFilter(ctx context.Context, m jobs.Member, pod *v1.Pod) (*fw
 // for: a job's minimum comes before another job's extras, as in Coach's
 // planner, or the group's last pod finds no node and the group is released.
 // The extra is woken when that group is placed or released.
-func (p *Plugin) extraLeavesRoom(ctx context.Context, job jobs.Key, pod *v1.Pod, waiting map[jobs.Key]map[jobs.Role]int) *fwk.Status {
+func (p *Plugin) extraLeavesRoom(ctx context.Context, job jobs.Key, pod *v1.Pod, waiting map[jobs.Key]core.Waiting) *fwk.Status {
 	inFlight := p.inFlight(job, waiting)
 	if len(inFlight) == 0 && !slices.ContainsFunc(p.registry.AheadUnplaced(job), p.starved) {
 		return nil // the common case, on every extra: nothing to leave room for
@@ -382,14 +403,14 @@ func (p *Plugin) extraLeavesRoom(ctx context.Context, job jobs.Key, pod *v1.Pod,
 // job ahead that waited past the bound and does not fit what is left is
 // returned as starved: its room is held as it frees, so nothing behind it
 // takes any. A job that could not fit the cluster even empty is never held for.
-func (p *Plugin) ahead(job jobs.Key, waiting map[jobs.Key]map[jobs.Role]int, free []core.Free,
+func (p *Plugin) ahead(job jobs.Key, waiting map[jobs.Key]core.Waiting, free []core.Free,
 	inFlight [][]jobs.Request, onlyStarved bool) (reserved [][]jobs.Request, holders []jobs.Key, starved *jobs.JobView) {
 	reserved = slices.Clip(inFlight)
 	for _, before := range p.registry.AheadUnplaced(job) {
-		if ok, _ := core.Admit(before); !ok || len(waiting[before.Key]) > 0 || p.recentlyFailed(before.Key) || p.isBlocked(before.Key) {
+		if ok, _ := core.Admit(before); !ok || len(waiting[before.Key].Pods) > 0 || p.recentlyFailed(before.Key) || p.isBlocked(before.Key) {
 			continue // cannot start now: it does not hold the jobs behind it back
 		}
-		need := core.Outstanding(before, nil)
+		need := core.Outstanding(before, core.Waiting{})
 		long := p.starved(before)
 		if long && !core.GroupFits(free, reserved, need) && p.couldFit(need) {
 			return reserved, holders, &before
@@ -441,11 +462,11 @@ func (p *Plugin) starvedMessage(job jobs.Key, starved *jobs.JobView) string {
 
 // inFlight is what the other jobs' groups at the barrier still need, one
 // demand per group that needs more.
-func (p *Plugin) inFlight(job jobs.Key, waiting map[jobs.Key]map[jobs.Role]int) [][]jobs.Request {
+func (p *Plugin) inFlight(job jobs.Key, waiting map[jobs.Key]core.Waiting) [][]jobs.Request {
 	var out [][]jobs.Request
-	for other, roles := range waiting {
+	for other, w := range waiting {
 		if ov, ok := p.registry.View(other); ok && other != job {
-			if d := core.Outstanding(ov, roles); len(d) > 0 {
+			if d := core.Outstanding(ov, w); len(d) > 0 {
 				out = append(out, d)
 			}
 		}
@@ -500,6 +521,7 @@ func (p *Plugin) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _
 	if !ok {
 		return
 	}
+	p.leftBarrier(pod.UID)
 	p.registry.Unpermit(pod)
 	p.markFailed(m.Job)
 	p.release(ctx, m.Job, fmt.Sprintf("pod %s was unreserved", pod.Name))
@@ -521,12 +543,20 @@ func (p *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, node
 	for r := range v.PlacedRoles {
 		roles[r] = true
 	}
+	leaving := ""
 	p.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
 		if o, ok := jobs.MemberOf(wp.GetPod()); ok && o.Job == m.Job && wp.GetPod().UID != pod.UID {
 			siblings = append(siblings, wp)
 			roles[o.Role] = true
+			if p.isLeaving(wp.GetPod().UID) {
+				leaving = wp.GetPod().Name
+			}
 		}
 	})
+	if leaving != "" { // its Unreserve releases the rest of the group; this pod goes with it
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf(
+			"job %s: pod %s of its group was rejected at the barrier; the group is released", m.Job, leaving)), 0
+	}
 	d := core.Permit(v.Placed(), len(siblings), v.MinGroup, len(roles) == len(jobs.AllRoles))
 	logger := klog.FromContext(ctx)
 	switch d {
@@ -538,6 +568,7 @@ func (p *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, node
 		for _, wp := range siblings {
 			p.registry.MarkPermitted(wp.GetPod())
 			wp.Allow(Name)
+			p.leftBarrier(wp.GetPod().UID)
 		}
 		p.wakeYielded(logger, jobs.Key{}, false) // its own pods that waited for the group are extras now
 		logger.V(2).Info("Minimum group complete", "job", m.Job.String(), "pods", len(siblings)+1+v.Placed())
@@ -545,6 +576,10 @@ func (p *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, node
 	default:
 		logger.V(4).Info("Waiting for the rest of the group", "pod", klog.KObj(pod), "node", nodeName,
 			"job", m.Job.String(), "placed", v.Placed(), "waiting", len(siblings)+1, "minGroup", v.MinGroup)
+		p.mu.Lock()
+		p.forgetOld()
+		p.waitingSince[pod.UID] = time.Now() // the framework's timer starts after this
+		p.mu.Unlock()
 		return fwk.NewStatus(fwk.Wait, ""), p.timeout
 	}
 }
@@ -554,6 +589,9 @@ func (p *Plugin) release(ctx context.Context, job jobs.Key, why string) int {
 	n := 0
 	p.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
 		if o, ok := jobs.MemberOf(wp.GetPod()); ok && o.Job == job {
+			p.mu.Lock()
+			p.rejected[wp.GetPod().UID] = time.Now()
+			p.mu.Unlock()
 			wp.Reject(Name, "gang released: "+why)
 			n++
 		}
@@ -562,6 +600,39 @@ func (p *Plugin) release(ctx context.Context, job jobs.Key, why string) int {
 		klog.FromContext(ctx).V(2).Info("Released waiting group", "job", job.String(), "pods", n, "reason", why)
 	}
 	return n
+}
+
+// isLeaving says whether a pod listed at the barrier was rejected: by this
+// plugin, or by the framework's timer (its wait is over).
+func (p *Plugin) isLeaving(uid types.UID) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.rejected[uid]; ok {
+		return true
+	}
+	since, ok := p.waitingSince[uid]
+	return ok && time.Since(since) >= p.timeout
+}
+
+// forgetOld drops entries of pods whose wait ended long ago without an
+// Unreserve or an Allow by this plugin (rejected just as it was allowed); p.mu
+// is held.
+func (p *Plugin) forgetOld() {
+	for _, m := range []map[types.UID]time.Time{p.rejected, p.waitingSince} {
+		for uid, t := range m {
+			if time.Since(t) > p.timeout+time.Minute {
+				delete(m, uid)
+			}
+		}
+	}
+}
+
+// leftBarrier forgets a pod that was allowed or unreserved.
+func (p *Plugin) leftBarrier(uid types.UID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.rejected, uid)
+	delete(p.waitingSince, uid)
 }
 
 // block records that pod, of a job whose minimum group is not placed, found
@@ -671,15 +742,18 @@ func (p *Plugin) recentlyFailed(job jobs.Key) bool {
 	return ok && time.Since(t) <= p.timeout
 }
 
-// waitingByJob counts the pods waiting at the barrier, by job and role.
-func (p *Plugin) waitingByJob() map[jobs.Key]map[jobs.Role]int {
-	out := map[jobs.Key]map[jobs.Role]int{}
+// waitingByJob lists the pods waiting at the barrier, by job.
+func (p *Plugin) waitingByJob() map[jobs.Key]core.Waiting {
+	out := map[jobs.Key]core.Waiting{}
 	p.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
 		if o, ok := jobs.MemberOf(wp.GetPod()); ok {
-			if out[o.Job] == nil {
-				out[o.Job] = map[jobs.Role]int{}
+			w, seen := out[o.Job]
+			if !seen {
+				w = core.Waiting{Roles: map[jobs.Role]int{}, Pods: map[types.UID]bool{}}
+				out[o.Job] = w
 			}
-			out[o.Job][o.Role]++
+			w.Roles[o.Role]++
+			w.Pods[wp.GetPod().UID] = true
 		}
 	})
 	return out

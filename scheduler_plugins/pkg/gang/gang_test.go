@@ -147,6 +147,30 @@ func TestPreEnqueue(t *testing.T) {
 	}
 }
 
+// The queue re-runs PreEnqueue for a gated pod only on its own updates, so the
+// pod that completes a job wakes its gated siblings.
+func TestThePodThatCompletesAJobWakesItsGatedSiblings(t *testing.T) {
+	pods := jobPods("a", 4, 4)
+	h := &fakeHandle{}
+	pl := gang.NewWithRegistry(h, jobs.NewRegistry(), time.Second)
+	for _, p := range pods[:3] {
+		if s := pl.PreEnqueue(t.Context(), p); s.IsSuccess() {
+			t.Fatalf("%s: PreEnqueue = Success with 3 of the 4 pods", p.Name)
+		}
+	}
+	if s := pl.PreEnqueue(t.Context(), pods[3]); !s.IsSuccess() {
+		t.Fatalf("the fourth pod: PreEnqueue = %v", s)
+	}
+	for _, p := range pods[:3] {
+		if !h.activatedSoon(p.Name) {
+			t.Fatalf("%s is still gated: activated %v", p.Name, h.activated)
+		}
+	}
+	if h.wasActivated(pods[3].Name) {
+		t.Fatal("the pod that completed the job was activated too (it is being queued already)")
+	}
+}
+
 func TestPreFilterRefusesGroupsThatDoNotFit(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -171,16 +195,17 @@ func TestPreFilterRefusesGroupsThatDoNotFit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := testutil.Observed(append(append(append([]*v1.Pod{}, tt.bound...), tt.waiting...), append(tt.pending, tt.job...)...)...)
-			h := &fakeHandle{snapshot: schedcache.NewSnapshot(append(append([]*v1.Pod{}, tt.bound...), tt.waiting...), tt.nodes)}
-			for _, p := range tt.waiting {
-				h.waiting = append(h.waiting, &fakeWaiting{pod: p, state: "waiting"})
-			}
-			// the waiting pods are not bound yet: tell the registry so
+			// the waiting pods hold their node in the scheduler's cache, but are not bound yet
+			var unbound []*v1.Pod
 			for _, p := range tt.waiting {
 				q := p.DeepCopy()
 				q.Spec.NodeName = ""
-				r.Observe(q)
+				unbound = append(unbound, q)
+			}
+			r := testutil.Observed(append(append(append([]*v1.Pod{}, tt.bound...), unbound...), append(tt.pending, tt.job...)...)...)
+			h := &fakeHandle{snapshot: schedcache.NewSnapshot(append(append([]*v1.Pod{}, tt.bound...), tt.waiting...), tt.nodes)}
+			for _, p := range tt.waiting {
+				h.waiting = append(h.waiting, &fakeWaiting{pod: p, state: "waiting"})
 			}
 			pl := gang.NewWithRegistry(h, r, time.Second)
 			_, s := pl.PreFilter(t.Context(), nil, tt.job[0], nil)
@@ -224,6 +249,102 @@ func TestPermitBarrier(t *testing.T) {
 	}
 }
 
+// frameworkLikeHandle lists rejected pods among the waiting ones, as the
+// framework does until a rejected pod's binding goroutine wakes and removes
+// it; the framework's Allow then does nothing for it.
+type frameworkLikeHandle struct{ fakeHandle }
+
+func (h *frameworkLikeHandle) IterateOverWaitingPods(f func(fwk.WaitingPod)) {
+	for _, w := range h.waiting {
+		if w.state != "allowed" {
+			f(w)
+		}
+	}
+}
+
+// A group is never let through with a pod that was rejected at the barrier
+// but is still listed there: before, the last pod's Permit allowed the group
+// and three of its four pods bound.
+func TestAGroupDoesNotPassWithARejectedSibling(t *testing.T) {
+	tests := []struct {
+		name   string
+		reject func(pl *gang.Plugin, h *frameworkLikeHandle, pods []*v1.Pod)
+	}{
+		{"released by the plugin", func(pl *gang.Plugin, h *frameworkLikeHandle, pods []*v1.Pod) {
+			// e.g. by a pod of the group that found no node (PostFilter)
+			pl.PostFilter(t.Context(), framework.NewCycleState(), pods[3], nil)
+			for _, w := range h.waiting {
+				w.state = "rejected" // the release did this through the framework
+			}
+		}},
+		{"the framework's timer", func(_ *gang.Plugin, h *frameworkLikeHandle, _ []*v1.Pod) {
+			time.Sleep(60 * time.Millisecond) // past the plugin's 50 ms timeout
+			h.waiting[0].state = "rejected"
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pods := jobPods("a", 4, 4)
+			r := testutil.Observed(pods...)
+			h := &frameworkLikeHandle{fakeHandle{snapshot: schedcache.NewSnapshot(nil, []*v1.Node{node("n1", 8)})}}
+			pl := gang.NewWithRegistry(h, r, 50*time.Millisecond)
+			for i := 0; i < 3; i++ {
+				if s, _ := pl.Permit(t.Context(), nil, pods[i], "n1"); !s.IsWait() {
+					t.Fatalf("pod %d: Permit = %v, want Wait", i, s)
+				}
+				h.waiting = append(h.waiting, &fakeWaiting{pod: pods[i], state: "waiting"})
+			}
+			tt.reject(pl, h, pods)
+			if s, _ := pl.Permit(t.Context(), nil, pods[3], "n1"); s.IsSuccess() || s.IsWait() {
+				t.Fatalf("Permit(pod 3) = %v, want it rejected with the group", s)
+			}
+			if v, _ := r.View(jobs.Key{Namespace: "default", Name: "a"}); v.Permitted != 0 {
+				t.Fatalf("%d pods permitted, want none: %+v", v.Permitted, v)
+			}
+		})
+	}
+}
+
+// A group at the barrier sets aside the room its pods still to come need,
+// not that of its waiting pods, which hold their nodes already. Before, its
+// waiting 1-CPU pods stood for its missing 3-CPU pod, a younger job took the
+// room, and the group's last pod found no node.
+func TestAGroupAtTheBarrierKeepsTheRoomItsLastPodNeeds(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	x := jobPods("x", 4, 4)
+	x[3] = testutil.MakePod().Name("x-3").Job("x", jobs.RoleWorker, 4).Req(3000, 3072).Obj()
+	y := jobPods("y", 3, 3)
+	r := jobs.NewRegistry()
+	for _, p := range x {
+		p.CreationTimestamp = metav1.NewTime(t0)
+		r.Observe(p)
+	}
+	for _, p := range y {
+		p.CreationTimestamp = metav1.NewTime(t0.Add(time.Second))
+		r.Observe(p)
+	}
+	h := &fakeHandle{}
+	var assumed []*v1.Pod // the waiting pods hold their node in the scheduler's cache
+	for _, p := range x[:3] {
+		h.waiting = append(h.waiting, &fakeWaiting{pod: p, state: "waiting"})
+		a := p.DeepCopy()
+		a.Spec.NodeName = "n1"
+		assumed = append(assumed, a)
+	}
+	for _, tt := range []struct {
+		cpus int64
+		want bool
+	}{{7, false}, {9, true}} { // 3 CPU held by x's waiting pods, 3 for x-3, then y's 3
+		t.Run(fmt.Sprintf("%d CPU", tt.cpus), func(t *testing.T) {
+			h.snapshot = schedcache.NewSnapshot(assumed, []*v1.Node{node("n1", tt.cpus)})
+			pl := gang.NewWithRegistry(h, r, time.Second)
+			if _, s := pl.PreFilter(t.Context(), framework.NewCycleState(), y[0], nil); s.IsSuccess() != tt.want {
+				t.Fatalf("PreFilter(y-0) = %v, want success %v", s, tt.want)
+			}
+		})
+	}
+}
+
 func TestUnreserveReleasesTheGroup(t *testing.T) {
 	pods := append(jobPods("a", 4, 4), jobPods("b", 4, 4)...)
 	r := testutil.Observed(pods...)
@@ -241,6 +362,26 @@ func TestUnreserveReleasesTheGroup(t *testing.T) {
 	}
 }
 
+// A permitted pod that fails to bind no longer counts as placed: its group is
+// short of it again.
+func TestUnreserveOfAPermittedPodUnplacesIt(t *testing.T) {
+	pods := jobPods("a", 4, 4)
+	r := testutil.Observed(pods...)
+	h := &fakeHandle{}
+	pl := gang.NewWithRegistry(h, r, time.Second)
+	for i := 0; i < 3; i++ {
+		pl.Permit(t.Context(), nil, pods[i], "n1")
+		h.waiting = append(h.waiting, &fakeWaiting{pod: pods[i], state: "waiting"})
+	}
+	if s, _ := pl.Permit(t.Context(), nil, pods[3], "n1"); !s.IsSuccess() {
+		t.Fatalf("Permit = %v, want Success", s)
+	}
+	pl.Unreserve(t.Context(), nil, pods[3], "n1") // its binding failed
+	if v, _ := r.View(jobs.Key{Namespace: "default", Name: "a"}); v.Permitted != 3 || v.Placed() >= v.MinGroup {
+		t.Fatalf("View = %+v, want 3 permitted: the pod that failed to bind is not placed", v)
+	}
+}
+
 func TestArgs(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -252,6 +393,13 @@ func TestArgs(t *testing.T) {
 		{"negative", gang.Args{PermitTimeoutSeconds: -1}, true},
 		{"explicit starvation", gang.Args{StarvationSeconds: 600}, false},
 		{"negative starvation", gang.Args{StarvationSeconds: -5}, true},
+		{"the framework's longest wait", gang.Args{PermitTimeoutSeconds: 900}, false},
+		// the framework would cut it to 15 minutes; 1e10 s wrapped negative and every group was
+		// rejected the moment it waited
+		{"longer than the framework waits", gang.Args{PermitTimeoutSeconds: 901}, true},
+		{"wraps as a duration", gang.Args{PermitTimeoutSeconds: 10_000_000_000}, true},
+		{"a day's starvation", gang.Args{StarvationSeconds: 86400}, false},
+		{"starvation that wraps", gang.Args{StarvationSeconds: 10_000_000_000}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -613,6 +761,23 @@ func TestAJobShortOfRoomKeepsItsPlace(t *testing.T) {
 	}
 }
 
+// A job that yielded is not woken by a failure of its own pod: it would skip
+// its backoff (15,000 scheduling cycles a second, before).
+func TestAYieldedJobIsNotWokenByItsOwnPodsFailure(t *testing.T) {
+	older, younger, r := olderAndYounger("a", "b")
+	h := &fakeHandle{snapshot: schedcache.NewSnapshot(nil, []*v1.Node{node("n1", 6)})}
+	pl := gang.NewWithRegistry(h, r, 30*time.Second)
+	refuse(t, pl, younger[0], "b should yield to a")
+	if !h.activatedSoon(older[0].Name) {
+		t.Fatal("a, which b yielded to and which fits, was not woken")
+	}
+	pl.PostFilter(t.Context(), framework.NewCycleState(), younger[1], nil) // the filters found no node for it
+	time.Sleep(100 * time.Millisecond)                                     // activation runs in a goroutine
+	if h.wasActivated(younger[0].Name) || h.wasActivated(younger[2].Name) {
+		t.Fatalf("b woke itself: activated %v", h.activated)
+	}
+}
+
 // A job short of room is woken when a group released from the barrier frees
 // room, which no pod event announces.
 func TestAJobShortOfRoomIsWokenWhenAGroupIsReleased(t *testing.T) {
@@ -620,6 +785,7 @@ func TestAJobShortOfRoomIsWokenWhenAGroupIsReleased(t *testing.T) {
 	h := &fakeHandle{snapshot: schedcache.NewSnapshot(nil, []*v1.Node{node("n1", 3)})}
 	pl := gang.NewWithRegistry(h, r, 30*time.Second)
 	refuse(t, pl, older[0], "a should not fit 3 slots")
+	time.Sleep(100 * time.Millisecond) // activation runs in a goroutine
 	if h.wasActivated(older[0].Name) {
 		t.Fatal("a was woken before any room came free")
 	}

@@ -89,6 +89,7 @@ type JobView struct {
 
 // Pending is an unplaced pod: its role and what it asks of a node.
 type Pending struct {
+	UID  types.UID
 	Role Role
 	Request
 }
@@ -170,13 +171,14 @@ func (r *Registry) Observe(pod *v1.Pod) {
 			pods: map[types.UID]*podRecord{}, permitted: map[types.UID]struct{}{}}
 		r.jobs[m.Job] = j
 	}
-	if pod.CreationTimestamp.Time.Before(j.created) {
-		j.created = pod.CreationTimestamp.Time
-	}
+	// the job's key stays what it was when the job was first seen (even if an
+	// older sibling shows up later): the queue's heap holds its pods by it
 	rec := j.pods[pod.UID]
 	if rec == nil {
 		rec = &podRecord{name: pod.Name, request: RequestOf(pod)}
 		j.pods[pod.UID] = rec
+	} else if rec.nodeName != "" && pod.Spec.NodeName == "" {
+		return // a copy from before its binding (a bound pod's node never changes): stale
 	}
 	rec.pod = pod
 	rec.role = m.Role
@@ -310,7 +312,7 @@ func (r *Registry) View(key Key) (JobView, bool) {
 			v.Permitted++
 			v.PlacedRoles[p.role]++
 		default:
-			v.Unplaced = append(v.Unplaced, Pending{Role: p.role, Request: p.request})
+			v.Unplaced = append(v.Unplaced, Pending{UID: uid, Role: p.role, Request: p.request})
 		}
 	}
 	sortPending(v.Unplaced)

@@ -96,6 +96,51 @@ func TestOrderKeyIsStableAndFIFO(t *testing.T) {
 	}
 }
 
+// An older sibling seen after a younger one does not move its job in the
+// queue: the heap holds the job's pods by the key they had, and a key that
+// moved made Less inconsistent (a restarted scheduler lists pods by name).
+func TestAnOlderSiblingSeenLateDoesNotMoveItsJob(t *testing.T) {
+	r := jobs.NewRegistry()
+	t0 := time.Unix(1000, 0)
+	aWorker := testutil.MakePod().Name("a-worker").Job("a", jobs.RoleWorker, 3).Created(t0.Add(10 * time.Second)).Obj()
+	b := testutil.MakePod().Name("b-0").Job("b", jobs.RoleWorker, 3).Created(t0.Add(5 * time.Second)).Obj()
+	before := r.Order(aWorker).Less(r.Order(b))
+	r.Observe(testutil.MakePod().Name("a-sched").Job("a", jobs.RoleScheduler, 3).Created(t0).Obj())
+	if after := r.Order(aWorker).Less(r.Order(b)); after != before {
+		t.Fatalf("Less(a-worker, b-0) was %v, is now %v", before, after)
+	}
+}
+
+// A copy of a pod from before its binding, delivered late, does not unbind it:
+// a bound pod's node never changes, and no later update would correct the
+// record on a cluster without kubelets.
+func TestAStaleUnboundCopyDoesNotUnbindAPod(t *testing.T) {
+	tests := []struct {
+		name      string
+		copies    []*v1.Pod
+		wantBound int
+	}{
+		{"bound, then the older unbound copy",
+			[]*v1.Pod{testutil.MakePod().Name("w").Job("j", jobs.RoleWorker, 3).Node("n1").Obj(),
+				testutil.MakePod().Name("w").Job("j", jobs.RoleWorker, 3).Obj()}, 1},
+		{"unbound, then bound",
+			[]*v1.Pod{testutil.MakePod().Name("w").Job("j", jobs.RoleWorker, 3).Obj(),
+				testutil.MakePod().Name("w").Job("j", jobs.RoleWorker, 3).Node("n1").Obj()}, 1},
+		{"unbound only", []*v1.Pod{testutil.MakePod().Name("w").Job("j", jobs.RoleWorker, 3).Obj()}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := jobs.NewRegistry()
+			for _, p := range tt.copies {
+				r.Observe(p)
+			}
+			if v, _ := r.View(jobs.Key{Namespace: "default", Name: "j"}); v.Bound != tt.wantBound || v.Pods != 1 {
+				t.Fatalf("View = %+v, want %d bound of 1 pod", v, tt.wantBound)
+			}
+		})
+	}
+}
+
 // TestRegistryConcurrent exercises the registry from many goroutines, as the
 // informer, the scheduling cycle and binding goroutines do; it must neither
 // crash nor keep jobs that are gone.

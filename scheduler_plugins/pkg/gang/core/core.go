@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/coach/scheduler_plugins/pkg/jobs"
 )
 
@@ -45,16 +47,28 @@ func (f *Free) take(r jobs.Request) bool {
 	return true
 }
 
-// Outstanding is what a job still needs for its minimum group, given the
-// roles of its pods waiting at the barrier: a pod of each role that no placed
-// or waiting pod has, then more pods up to the group's size. Requests are the
-// smallest ones of its unplaced pods (an optimistic guess: the check must
-// never refuse a group that would fit).
-func Outstanding(v jobs.JobView, waiting map[jobs.Role]int) []jobs.Request {
-	need := room(v, waiting)
+// Waiting is a job's pods at the Permit barrier: how many of each role, and
+// which (they hold their nodes already).
+type Waiting struct {
+	Roles map[jobs.Role]int
+	Pods  map[types.UID]bool
+}
+
+// Outstanding is what a job still needs for its minimum group, given its pods
+// waiting at the barrier: a pod of each role that no placed or waiting pod
+// has, then more pods up to the group's size. Requests are the smallest ones
+// of its unplaced pods that do not wait (an optimistic guess: the check must
+// never refuse a group that would fit). A waiting pod holds its node already:
+// counted again, as the smallest, it made a group at the barrier whose last
+// pod is large reserve a small pod's room, and a younger job took the rest.
+func Outstanding(v jobs.JobView, waiting Waiting) []jobs.Request {
+	need := room(v, waiting.Roles)
 	var out []jobs.Request
 	taken := make([]bool, len(v.Unplaced))
-	for _, r := range Missing(v, waiting) {
+	for i, p := range v.Unplaced {
+		taken[i] = waiting.Pods[p.UID]
+	}
+	for _, r := range Missing(v, waiting.Roles) {
 		for i, p := range v.Unplaced { // smallest first
 			if p.Role == r && !taken[i] {
 				taken[i] = true
@@ -63,8 +77,6 @@ func Outstanding(v jobs.JobView, waiting map[jobs.Role]int) []jobs.Request {
 			}
 		}
 	}
-	// the rest: any unplaced pod (the waiting ones among them already hold
-	// their node, which only makes the guess more optimistic)
 	for i, p := range v.Unplaced {
 		if len(out) >= need {
 			break

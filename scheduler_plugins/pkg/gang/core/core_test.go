@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/coach/scheduler_plugins/pkg/gang/core"
 	"github.com/coach/scheduler_plugins/pkg/jobs"
 )
@@ -73,28 +75,39 @@ func TestGroupFits(t *testing.T) {
 }
 
 func TestOutstanding(t *testing.T) {
-	w := func(cpu int64) jobs.Pending {
-		return jobs.Pending{Role: jobs.RoleWorker, Request: jobs.Request{MilliCPU: cpu}}
+	w := func(uid string, cpu int64) jobs.Pending {
+		return jobs.Pending{UID: types.UID(uid), Role: jobs.RoleWorker, Request: jobs.Request{MilliCPU: cpu}}
 	}
-	sched := jobs.Pending{Role: jobs.RoleScheduler, Request: jobs.Request{MilliCPU: 500}}
-	server := jobs.Pending{Role: jobs.RoleServer, Request: jobs.Request{MilliCPU: 700}}
+	sched := jobs.Pending{UID: "s", Role: jobs.RoleScheduler, Request: jobs.Request{MilliCPU: 500}}
+	server := jobs.Pending{UID: "p", Role: jobs.RoleServer, Request: jobs.Request{MilliCPU: 700}}
 	placed := func(v jobs.JobView, roles map[jobs.Role]int) jobs.JobView { v.PlacedRoles = roles; return v }
+	waiting := func(uids ...string) core.Waiting { // s: the scheduler, p: the server, w…: workers
+		out := core.Waiting{Roles: map[jobs.Role]int{}, Pods: map[types.UID]bool{}}
+		for _, uid := range uids {
+			out.Roles[map[byte]jobs.Role{'s': jobs.RoleScheduler, 'p': jobs.RoleServer, 'w': jobs.RoleWorker}[uid[0]]]++
+			out.Pods[types.UID(uid)] = true
+		}
+		return out
+	}
 	tests := []struct {
 		name    string
 		v       jobs.JobView
-		waiting map[jobs.Role]int
+		waiting core.Waiting
 		want    []int64 // millicores of the requests, in order
 	}{
-		{"nothing placed: each role, then the smallest", view(all(3), 4, 0, 0, w(100), w(100), sched, server, w(900)),
-			nil, []int64{500, 700, 100, 100}},
+		{"nothing placed: each role, then the smallest", view(all(3), 4, 0, 0, w("w0", 100), w("w1", 100), sched, server, w("w2", 900)),
+			core.Waiting{}, []int64{500, 700, 100, 100}},
 		// before, the three smallest were the workers: a group the roles could not start
-		{"workers smallest: the scheduler and server still count", view(all(3), 3, 0, 0, w(100), w(100), w(100), sched, server),
-			nil, []int64{500, 700, 100}},
-		{"two workers waiting", view(all(3), 4, 0, 0, w(100), w(100), sched, server, w(900)),
-			map[jobs.Role]int{jobs.RoleWorker: 2}, []int64{500, 700}},
-		{"group placed", placed(view(all(3), 3, 2, 1, w(100)), all(1)), nil, nil},
-		{"scheduler bound: the server and a worker", placed(view(all(2), 3, 1, 0, w(100), server, w(300)),
-			map[jobs.Role]int{jobs.RoleScheduler: 1}), nil, []int64{700, 100}},
+		{"workers smallest: the scheduler and server still count", view(all(3), 3, 0, 0, w("w0", 100), w("w1", 100), w("w2", 100), sched, server),
+			core.Waiting{}, []int64{500, 700, 100}},
+		{"two workers waiting", view(all(3), 4, 0, 0, w("w0", 100), w("w1", 100), sched, server, w("w2", 900)),
+			waiting("w0", "w1"), []int64{500, 700}},
+		// the small waiting workers hold their nodes: what the group still needs is the large one
+		{"small pods waiting, a large one to come", view(all(2), 4, 0, 0, w("w0", 100), sched, server, w("w1", 3000)),
+			waiting("s", "p", "w0"), []int64{3000}},
+		{"group placed", placed(view(all(3), 3, 2, 1, w("w0", 100)), all(1)), core.Waiting{}, nil},
+		{"scheduler bound: the server and a worker", placed(view(all(2), 3, 1, 0, w("w0", 100), server, w("w1", 300)),
+			map[jobs.Role]int{jobs.RoleScheduler: 1}), core.Waiting{}, []int64{700, 100}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
