@@ -96,8 +96,11 @@ FIGURES = [("finished", "jobs finished"), ("deadlocked", "jobs deadlocked (partl
 WORKLOAD = typer.Argument(None, metavar="WORKLOAD.yaml",
                           help="A workload file (YAML `jobs:` list of name, at, pods, min_group, cpu, memory, "
                                "run); default: a random one (--jobs, --seed).")
-JOBS = typer.Option(8, "--jobs", min=1, help="Jobs of the random workload.")
-GAP = typer.Option(1.0, "--gap", min=0.0, help="Mean seconds between random arrivals.")
+RANDOM_JOBS, RANDOM_GAP_S, RANDOM_SEED = 8, 1.0, 1
+JOBS = typer.Option(None, "--jobs", min=1, show_default=False,
+                    help=f"Jobs of the random workload (default {RANDOM_JOBS}; not with a workload file).")
+GAP = typer.Option(None, "--gap", min=0.0, show_default=False,
+                   help=f"Mean seconds between random arrivals (default {RANDOM_GAP_S:g}; not with a workload file).")
 STALL = typer.Option(45.0, "--stall", min=1.0,
                      help="End a run when nothing has moved for this long (s) after the last arrival and no job "
                           "runs. Shorter than the schedulers' backoff (up to 10 s) or coach-gang's 30 s barrier "
@@ -110,10 +113,12 @@ SCHEDULERS = typer.Option(None, "--schedulers", show_default=False,
 
 
 @app.command()
-def compare(workload: Optional[Path] = WORKLOAD, jobs: int = JOBS,
-            seed: int = typer.Option(1, "--seed", help="Seed of the random workload (same seed, same jobs)."),
-            gap: float = GAP, stall: float = STALL, schedulers: Optional[str] = SCHEDULERS, json_out: bool = JSON,
-            plot: Optional[Path] = PLOT) -> None:
+def compare(workload: Optional[Path] = WORKLOAD, jobs: Optional[int] = JOBS,
+            seed: Optional[int] = typer.Option(None, "--seed", show_default=False,
+                                               help=f"Seed of the random workload (same seed, same jobs; default "
+                                                    f"{RANDOM_SEED}; not with a workload file)."),
+            gap: Optional[float] = GAP, stall: float = STALL, schedulers: Optional[str] = SCHEDULERS,
+            json_out: bool = JSON, plot: Optional[Path] = PLOT) -> None:
     """Run one workload of Coach jobs through each scheduler in turn (default-scheduler, then
     coach-gang, unless --schedulers says otherwise) on the running control plane; compare
     waits, deadlocks, room held by half-placed groups and jobs split across nodes."""
@@ -123,7 +128,8 @@ def compare(workload: Optional[Path] = WORKLOAD, jobs: int = JOBS,
     names = parse_schedulers(schedulers)
     plot = _plot_path(plot)
     _check_stall(stall)
-    arrivals = _workload(workload, jobs, seed, gap)
+    arrivals = _workload(workload, jobs, gap, seed)
+    seed = RANDOM_SEED if seed is None else seed
     st = cluster.status()
     if not st.running or st.kubeconfig is None:
         raise cluster.ClusterError(st.not_running())
@@ -134,17 +140,20 @@ def compare(workload: Optional[Path] = WORKLOAD, jobs: int = JOBS,
     kube = cluster.Kube(st.kubeconfig)
     try:
         runs = run_all(kube, arrivals, str(workload) if workload else "random workload", stall, names,
-                       progress=_progress_printer(), announce=err.print)
+                       progress=_progress_printer(stall), announce=err.print)
     finally:
         kube.close()
-    _report(arrivals, runs, f"{len(arrivals)} jobs, {workload or f'random, seed {seed}'}", json_out, plot)
+    setup = dict(workload=str(workload) if workload else None, seed=None if workload else seed, stall_s=stall,
+                 schedulers=list(names), nodes=[list(n) for n in st.node_sizes], simulated=False)
+    _report(arrivals, runs, f"{_jobs(arrivals)}, {workload or f'random, seed {seed}'}, on nodes "
+                            f"{_nodes(st.node_sizes)}", setup, json_out, plot)
 
 
 @app.command()
-def simulate(workload: Optional[Path] = WORKLOAD, jobs: int = JOBS,
-             seed: int = typer.Option(1, "--seed", help="Seed of the random workload, and of the simulation's "
-                                                        "random choices (same seed, same runs)."),
-             gap: float = GAP,
+def simulate(workload: Optional[Path] = WORKLOAD, jobs: Optional[int] = JOBS,
+             seed: int = typer.Option(RANDOM_SEED, "--seed", help="Seed of the random workload, and of the "
+                                                                  "simulation's random choices (same seed, same runs)."),
+             gap: Optional[float] = GAP,
              nodes: int = typer.Option(cluster.control_plane.DEFAULT_NODES, "--nodes", min=1, help="Nodes."),
              cpu: str = typer.Option(cluster.control_plane.DEFAULT_CPU, "--cpu", help="CPU of each node (e.g. 4)."),
              memory: str = typer.Option(cluster.control_plane.DEFAULT_MEMORY, "--memory",
@@ -160,13 +169,16 @@ def simulate(workload: Optional[Path] = WORKLOAD, jobs: int = JOBS,
     names = parse_schedulers(schedulers)
     plot = _plot_path(plot)
     _check_stall(stall)
-    arrivals = _workload(workload, jobs, seed, gap)
+    arrivals = _workload(workload, jobs, gap, seed, seed_given=False)   # the simulation uses the seed too
     shape = cluster.control_plane.node_shape(nodes, cpu, memory)
     check_fits(arrivals, [shape] * nodes, str(workload) if workload else "random workload",
-               reshape="--nodes/--cpu/--memory")
+               reshape="{}")
     runs = [run_one(arrivals, [shape] * nodes, s, stall_s=stall, seed=seed) for s in names]
-    _report(arrivals, runs, f"{len(arrivals)} jobs, {workload or f'random, seed {seed}'}, simulated on "
-                            f"{nodes} node{'s' * (nodes != 1)} × ({shape[0]:g} CPU, {shape[1]:g} GiB)", json_out, plot)
+    setup = dict(workload=str(workload) if workload else None, seed=seed, stall_s=stall, schedulers=list(names),
+                 nodes=[list(shape)] * nodes, simulated=True)
+    _report(arrivals, runs, f"{_jobs(arrivals)}, {workload or f'random, seed {seed}'}, simulated on "
+                            f"{nodes} node{'s' * (nodes != 1)} × ({shape[0]:g} CPU, {shape[1]:g} GiB)", setup, json_out,
+            plot)
 
 
 def _plot_path(plot: Optional[Path]) -> Optional[Path]:
@@ -184,13 +196,23 @@ def _check_stall(stall: float) -> None:
         raise SpecError("--stall", "", f"must be from 1 to {MAX_SECONDS:g} seconds, got {stall}")
 
 
-def _workload(workload: Optional[Path], jobs: int, seed: int, gap: float) -> list:
+def _workload(workload: Optional[Path], jobs: Optional[int], gap: Optional[float], seed: Optional[int],
+              seed_given: bool = True) -> list:
+    """The workload file's jobs, or a random workload; the random workload's options with a
+    file are refused (they were ignored without a word)."""
     from coach.errors import SpecError
     from coach.experiment import load_workload, random_workload
     from coach.experiment.workload import MAX_SECONDS
 
     if workload is not None:
+        given = [o for o, v in (("--jobs", jobs), ("--gap", gap), ("--seed", seed if seed_given else None))
+                 if v is not None]
+        if given:
+            raise SpecError(given[0], "", f"shapes a random workload; {workload} gives the jobs: leave "
+                                          f"{' and '.join(given)} out, or the file")
         return load_workload(workload)
+    jobs, gap, seed = (RANDOM_JOBS if jobs is None else jobs, RANDOM_GAP_S if gap is None else gap,
+                       RANDOM_SEED if seed is None else seed)
     if gap != gap or gap == float("inf"):
         raise SpecError("--gap", "", f"must be a finite number of seconds, got {gap}")
     arrivals = random_workload(jobs, seed, mean_gap_s=gap)
@@ -200,9 +222,13 @@ def _workload(workload: Optional[Path], jobs: int, seed: int, gap: float) -> lis
     return arrivals
 
 
-def _report(arrivals: list, runs: list, title: str, json_out: bool, plot: Optional[Path]) -> None:
-    """The runs' figures as a table or JSON, then the plot (after the figures: a failed plot
-    does not lose them)."""
+def _jobs(arrivals: list) -> str:
+    return f"{len(arrivals)} job{'s' * (len(arrivals) != 1)}"
+
+
+def _report(arrivals: list, runs: list, title: str, setup: dict, json_out: bool, plot: Optional[Path]) -> None:
+    """The runs' figures as a table or JSON (with `setup`: what reruns the experiment), then the
+    plot (after the figures: a failed plot does not lose them)."""
     import json
     import sys
 
@@ -210,7 +236,7 @@ def _report(arrivals: list, runs: list, title: str, json_out: bool, plot: Option
 
     summaries = [summarize(r) for r in runs]
     if json_out:
-        print(json.dumps({"workload": [j.as_dict() for j in arrivals],
+        print(json.dumps({"setup": setup, "workload": [j.as_dict() for j in arrivals],
                           "runs": [{**s.as_dict(), "ended": r.ended, "duration_s": round(r.duration, 2),
                                     "jobs_detail": [{"name": o.job.name, "state": o.state, "submitted": o.submitted,
                                                      "started": o.started, "finished": o.finished, "bound": o.bound,
@@ -236,17 +262,32 @@ def _report(arrivals: list, runs: list, title: str, json_out: bool, plot: Option
         print(f"plot: {plot}", file=sys.stderr if json_out else sys.stdout)
 
 
-def _progress_printer():
-    """A progress callback that prints a line whenever a run's jobs start or finish."""
-    last = {"counts": None}
+HELD_EVERY_S = 2.0    # a change of the room held alone prints at most this often
+QUIET_EVERY_S = 10.0  # while nothing changes, a line this often
+
+
+def _progress_printer(stall_s: float):
+    """A progress callback: a line when a run's jobs start or finish, when the room held by
+    groups not started changes, and every 10 s while nothing does, saying when a run that waits
+    out --stall will end (it went silent for 80 s with a stale held figure)."""
+    last: dict = {"run": None}
 
     def show(run, now: float) -> None:
-        counts = (sum(o.started is not None for o in run.outcomes), sum(o.finished is not None for o in run.outcomes))
-        if counts != last["counts"]:
-            held = run.samples[-1].held_cpu if run.samples else 0.0
-            err.print(f"  {run.scheduler}: {counts[0]}/{len(run.outcomes)} jobs started, {counts[1]} finished, "
-                      f"{held:g} CPU held by groups not started ({now:.0f} s)")
-            last["counts"] = counts
+        started = sum(o.started is not None for o in run.outcomes)
+        finished = sum(o.finished is not None for o in run.outcomes)
+        held = run.samples[-1].held_cpu if run.samples else 0.0
+        since = now - last.get("at", -1e9)
+        if last["run"] is run and (started, finished) == last["counts"] and not (
+                held != last["held"] and since >= HELD_EVERY_S or since >= QUIET_EVERY_S):
+            return
+        line = (f"  {run.scheduler}: {started}/{len(run.outcomes)} jobs started, {finished} finished, "
+                f"{held:g} CPU held by groups not started ({now:.0f} s)")
+        quiet = now - run.moved_at
+        arrived = all(o.submitted is not None for o in run.outcomes)
+        if arrived and quiet >= QUIET_EVERY_S and not any(o.state == "running" for o in run.outcomes):
+            line += f"; nothing moved for {quiet:.0f} s: the run ends after {stall_s:g} s of that (--stall)"
+        err.print(line)
+        last.update(run=run, counts=(started, finished), held=held, at=now)
 
     return show
 

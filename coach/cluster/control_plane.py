@@ -200,6 +200,10 @@ def _scheduler_config(directory: Path, kubeconfig: Path, coach: bool) -> Path:
     return path
 
 
+MAX_NODE_CPU = 100_000   # cores: beyond any machine; the schedulers count millicores in 64 bits (1e16 wrapped)
+MAX_NODE_GIB = 1 << 20   # 1 PiB, for the same reason in bytes
+
+
 def node_shape(nodes: int, cpu: str, memory: str) -> tuple[float, float]:
     """A node's (CPU, GiB) from `--cpu` and `--memory` in whole millicores and MiB, after checking
     them and `--nodes`. A plain memory number is GiB, as in job files (to Kubernetes it would be
@@ -207,9 +211,9 @@ def node_shape(nodes: int, cpu: str, memory: str) -> tuple[float, float]:
     if nodes < 0 or nodes > 5000:   # 0 is a cluster whose pods all stay pending: an experiment too
         raise SpecError("--nodes", "", f"must be between 0 and 5000, got {nodes}")
     shape = []
-    for flag, value, read, example, least, written in (
-            ("--cpu", cpu, quantities.cores, "4 or 500m", 0.001, "1m"),
-            ("--memory", memory, quantities.gib, "8Gi", 1 / 1024, "1Mi")):
+    for flag, value, read, example, least, written, most, most_text in (
+            ("--cpu", cpu, quantities.cores, "4 or 500m", 0.001, "1m", MAX_NODE_CPU, f"{MAX_NODE_CPU} cores"),
+            ("--memory", memory, quantities.gib, "8Gi", 1 / 1024, "1Mi", MAX_NODE_GIB, f"{MAX_NODE_GIB} GiB (1 PiB)")):
         size = read(value)
         if size is None:
             raise SpecError(flag, "", f"must be a Kubernetes quantity such as {example}, got {value!r}")
@@ -217,6 +221,8 @@ def node_shape(nodes: int, cpu: str, memory: str) -> tuple[float, float]:
             raise SpecError(flag, "", f"must be more than 0: a node without it fits no pod, got {value!r}")
         if size < least:   # nodes are written in millicores and MiB
             raise SpecError(flag, "", f"must be at least {written}, got {value!r}")
+        if size > most:
+            raise SpecError(flag, "", f"must be at most {most_text}, got {value!r}")
         shape.append(size)
     return quantities.written_cores(shape[0]), quantities.written_gib(shape[1])
 

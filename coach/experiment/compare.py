@@ -19,10 +19,10 @@ NAMESPACE = "coach-experiment"
 
 
 def check_fits(workload: list[JobArrival], nodes: list[tuple[float, float]], source: str,
-               reshape: str = "`coach cluster up --cpu/--memory`") -> None:
+               reshape: str = "`coach cluster up {}`") -> None:
     """A pod that no node can hold, or a minimum group that even empty nodes cannot hold at
     once, would only wait out the stall in every run (read as a deadlock, or as never placed):
-    refuse it now."""
+    refuse it now. `reshape` names the options that change the nodes (`{}`: which ones)."""
     cpu, memory = max((c for c, _ in nodes), default=0.0), max((m for _, m in nodes), default=0.0)
     for i, job in enumerate(workload):
         if any(job.cpu <= c and job.memory_gib <= m for c, m in nodes):
@@ -31,13 +31,14 @@ def check_fits(workload: list[JobArrival], nodes: list[tuple[float, float]], sou
                             ("memory", f"{job.memory_gib:g} GiB", f"{memory:g} GiB") if job.memory_gib > memory else
                             ("cpu", f"{job.cpu:g} CPU and {job.memory_gib:g} GiB", "one or the other"))
         raise SpecError(source, f"jobs[{i}].{field}", f"a pod asks {asks}, more than any node has ({has}): reshape "
-                                                      f"the nodes with {reshape}")
+                                                      f"the nodes with {reshape.format('--cpu/--memory')}")
     for i, job in enumerate(workload):
         if not packs([(job.cpu, job.memory_gib)] * job.min_group, nodes):
             raise SpecError(source, f"jobs[{i}].{'pods' if job.min_group == job.pods else 'min_group'}",
                             f"{job.name}'s minimum group of {job.min_group} pods ({job.cpu:g} CPU, {job.memory_gib:g} "
                             f"GiB each) does not fit {describe_nodes(nodes)} even when they are empty: it could "
-                            f"never start; reshape the nodes with {reshape}, or make the group smaller")
+                            f"never start; reshape the nodes with {reshape.format('--nodes/--cpu/--memory')}, or make "
+                            "the group smaller")
 
 
 def compare(kube: Kube, workload: list[JobArrival], source: str, stall_s: float,

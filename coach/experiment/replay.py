@@ -36,6 +36,12 @@ class JobOutcome:
     nodes: int | None = None        # nodes its pods were on when it started
 
     @property
+    def wait_s(self) -> float | None:
+        """Pods created → minimum group bound (None if it never started): what the table, the JSON
+        and the plot call the wait."""
+        return None if self.started is None or self.submitted is None else self.started - self.submitted
+
+    @property
     def state(self) -> str:
         if self.finished is not None:
             return "finished"
@@ -58,6 +64,7 @@ class Run:
     outcomes: list[JobOutcome]
     samples: list[Sample] = field(default_factory=list)
     duration: float = 0.0
+    moved_at: float = 0.0   # when a pod was last created or bound or a job started or ended (s after the start)
     ended: str = ""   # finished (every job), stalled (nothing moved), timed out
 
 
@@ -91,6 +98,7 @@ def replay(kube: Kube, workload: list[JobArrival], scheduler: str, namespace: st
                 if _advance(kube, namespace, label, by_name, bound, now):   # room was taken or freed
                     last_change = now
                 run.samples.append(usage(run.outcomes, now))
+                run.moved_at = last_change
                 if progress is not None:
                     progress(run, now)
                 if all(o.finished is not None for o in run.outcomes):

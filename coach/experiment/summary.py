@@ -36,7 +36,7 @@ class Summary:
 
 
 def summarize(run: Run) -> Summary:
-    waits = [o.started - o.submitted for o in run.outcomes if o.started is not None and o.submitted is not None]
+    waits = [o.wait_s for o in run.outcomes if o.wait_s is not None]
     done = [o.finished - o.submitted for o in run.outcomes if o.finished is not None and o.submitted is not None]
     states = [o.state for o in run.outcomes]
     t = np.array([s.t for s in run.samples] + [run.duration])

@@ -155,7 +155,8 @@ class EpochRunner:
         left = attempt_files.served(attempt_dir)
         started = {role: [r.start for r in rs] for role, rs in attempt_files.running(attempt_dir).items()}
         for role in function_s:
-            answered = sum(float(inv.body["function_s"]) for r, inv, _ in answers if r == role and "function_s" in inv.body)
+            answered = sum(float(inv.body["function_s"]) for r, inv, _ in answers
+                           if r == role and "function_s" in inv.body)
             function_s[role] += max(answered, left.get(role, 0.0))   # more left: an answer was lost after it finished
         for role, inv, at in answers:
             if "function_s" not in inv.body and inv.status == NO_ANSWER:   # killed, or the call was lost

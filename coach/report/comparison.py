@@ -41,8 +41,7 @@ def plot_comparison(out: Path, runs: Sequence[Run]) -> Path:
     jobs = len(runs[0].outcomes) if runs else 0
     for k, (run, color) in enumerate(zip(runs, colors)):
         xs = [i + k * width for i in range(len(run.outcomes))]
-        started = [o.started - o.job.at if o.started is not None else 0 for o in run.outcomes]
-        waits.bar(xs, started, width=width, color=color, label=run.scheduler)
+        waits.bar(xs, [o.wait_s or 0 for o in run.outcomes], width=width, color=color, label=run.scheduler)
         for state, mark in (("deadlocked", "x"), ("never", "v")):
             at = [x for x, o in zip(xs, run.outcomes)
                   if o.started is None and (o.state == "deadlocked") == (state == "deadlocked")]

@@ -195,17 +195,36 @@ def test_the_cli(tmp_path: Path) -> None:
     assert (tmp_path / "s.svg").stat().st_size > 0
     table = cli("--jobs", "5", "--nodes", "3")
     assert table.returncode == 0 and "5 jobs, random, seed 1, simulated on 3 nodes × (4 CPU, 8 GiB)" in table.stdout
+    # what reruns it is in the JSON too: a saved file named neither the nodes nor --stall nor the seed
+    setup = json.loads(cli("--jobs", "5", "--nodes", "3", "--stall", "20", "--seed", "4", "--json").stdout)["setup"]
+    assert setup == {"workload": None, "seed": 4, "stall_s": 20.0, "schedulers": ["default-scheduler", "coach-gang"],
+                     "nodes": [[4.0, 8.0]] * 3, "simulated": True}
+
+
+def test_the_random_workloads_options_are_refused_with_a_workload_file(tmp_path: Path) -> None:
+    """They were ignored without a word: `--jobs 5 --gap 2` ran the file's one job."""
+    (tmp_path / "one.yaml").write_text("jobs:\n  - {name: a, at: 0, pods: 3, cpu: 1, memory: 1, run: 1}\n")
+    proc = cli(str(tmp_path / "one.yaml"), "--jobs", "5", "--gap", "2")
+    assert proc.returncode == 2, proc.stderr
+    assert f"--jobs: shapes a random workload; {tmp_path / 'one.yaml'} gives the jobs: leave --jobs and --gap out" \
+        in proc.stderr, proc.stderr
+    ran = cli(str(tmp_path / "one.yaml"), "--seed", "3")   # the simulation's own choices use the seed
+    assert ran.returncode == 0 and f"1 job, {tmp_path / 'one.yaml'}" in ran.stdout, ran.stdout + ran.stderr
 
 
 @pytest.mark.parametrize("args, message", [
     (["--cpu", "0"], "--cpu: must be more than 0"),
+    # 1e16 cores were written as is: 1e19 millicores, past what the schedulers' 64-bit counts hold
+    (["--cpu", "1e16"], "--cpu: must be at most 100000 cores, got '1e16'"),
+    (["--memory", "2Pi"], "--memory: must be at most 1048576 GiB (1 PiB), got '2Pi'"),
     (["--memory", "lots"], "--memory: must be a Kubernetes quantity such as 8Gi, got 'lots'"),
     (["--cpu", "500m"], "random workload: jobs[0].cpu: a pod asks 1 CPU, more than any node has (0.5 CPU): "
-                        "reshape the nodes with --nodes/--cpu/--memory"),   # it named `coach cluster up`'s options
+                        "reshape the nodes with --cpu/--memory"),   # it named `coach cluster up`'s options
     # every pod fits a node, but no 3 of them fit the nodes at once: the run only stalled, "0 finished"
     (["--jobs", "3", "--cpu", "2", "--memory", "1"],
      "random workload: jobs[0].min_group: job-0's minimum group of 3 pods (1 CPU, 1 GiB each) does not fit 2 nodes "
-     "with room for 2 cores and 1 GiB each even when they are empty: it could never start"),
+     "with room for 2 cores and 1 GiB each even when they are empty: it could never start; reshape the nodes "
+     "with --nodes/--cpu/--memory, or make the group smaller"),
     # --stall inf was run: "stalled after inf s" and JSON with Infinity and NaN; --gap 1e308 an OverflowError
     (["--stall", "inf"], "--stall: must be from 1 to 86400 seconds, got inf"),
     (["--stall", "nan"], "Invalid value for '--stall'"),
@@ -238,3 +257,32 @@ def test_the_wait_panel_names_jobs_only_while_they_can_be_read(tmp_path: Path, m
     labels = [t.get_text() for t in waits.get_xticklabels()]
     assert (labels[0] == arrivals[0].name) is named, labels[:3]
     assert (len(waits.texts) > 0) is named and len(waits.texts) <= NAMED_JOBS
+    # the bars are the waits the table and the JSON give (they measured from the job's `at`)
+    for run, bars in zip(runs, waits.containers):
+        assert max(b.get_height() for b in bars) == pytest.approx(summarize(run).wait_max_s, abs=0.01)
+
+
+def test_compare_progress_speaks_while_a_run_waits_out_its_stall(monkeypatch: pytest.MonkeyPatch) -> None:
+    """It printed only when jobs started or finished: a stalled run went silent for 80 s with
+    the CPU held by its half-placed groups stale at 5 while 8 were held."""
+    from coach.cli import cluster as cli_cluster
+    from coach.experiment.replay import JobOutcome, Run, Sample
+
+    lines: list[str] = []
+    monkeypatch.setattr(cli_cluster.err, "print", lines.append)
+    run = Run("default-scheduler", 8.0, [JobOutcome(job("a"), submitted=0.0), JobOutcome(job("b"), submitted=0.0)])
+    show = cli_cluster._progress_printer(stall_s=45)
+
+    def at(t: float, held: float, moved: float) -> None:
+        run.samples.append(Sample(t, 0.0, held))
+        run.moved_at = moved
+        show(run, t)
+
+    at(0.0, 0.0, 0.0)
+    at(1.0, 5.0, 1.0)    # within 2 s of the last line: not yet
+    at(2.5, 8.0, 2.5)    # the held room changed
+    at(5.0, 8.0, 2.5)    # nothing new
+    at(12.6, 8.0, 2.5)   # 10 s of silence: a line, with the stall's countdown
+    assert len(lines) == 3, lines
+    assert "8 CPU held" in lines[1] and "(2 s)" in lines[1]
+    assert "nothing moved for 10 s: the run ends after 45 s of that (--stall)" in lines[2], lines[2]
