@@ -5,8 +5,9 @@
     ├── StateError              the state store is missing a job/epoch, or is unreadable
     ├── BackendError            a backend could not deploy, invoke or tear down a role function
     │   └── EpochFailed         an epoch failed for good: retries ran out, a stop was requested
-    │       └── FailsAgain      a retry would fail the same way (own code, damaged checkpoint)
-    │           └── Diverged    the loss became NaN or infinite
+    │       ├── FailsAgain      a retry would fail the same way (own code, damaged checkpoint)
+    │       │   └── Diverged    the loss became NaN or infinite
+    │       └── OverBudget      another attempt would pass the budget
     ├── UserCodeError           a job's own model file failed (build, forward)
     ├── CheckpointError         a checkpoint on disk cannot be read
     ├── EstimateError           not enough (or unusable) data to fit a model
@@ -58,9 +59,16 @@ class BackendError(CoachError):
 
 class EpochFailed(BackendError):
     """Raised when an epoch failed for good: its retries ran out, it diverged, or a stop was
-    requested. `function_s` holds the function-seconds its attempts used (they are charged)."""
+    requested. `function_s` holds the function-seconds its attempts used (they are charged), and
+    `folder` the attempt folder that charge settles."""
 
     function_s: dict[str, float] | None = None
+    folder: str | None = None
+
+
+class OverBudget(EpochFailed):
+    """Raised when an epoch's failed attempts leave too little of the budget for another: each
+    attempt is paid in full, and three retries of one epoch spent twice a job's budget."""
 
 
 class FailsAgain(EpochFailed):

@@ -201,8 +201,8 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
     runner = _backend(backend or job.backend, cpu, store)   # a cluster job went on locally, unsaid
     _check_fits(spec, runner.capacity)
     other = store.claim_job(job.job_id)
-    if other is not None:   # another `coach resume` of it started meanwhile
-        raise CoachError(f"{job.job_id} was just resumed by coach process {other}")
+    if other is not None:   # another `coach resume` of it started meanwhile, or its run is still ending
+        raise CoachError(f"{job.job_id} is run by coach process {other} (resumed meanwhile, or still ending)")
     if job.status == "interrupted":   # its killed run ended at its last update: said so before it is overwritten
         store.add_event(job.job_id, "interrupted", "its coach process ended without a word", ts=job.updated_at)
     # its ETA counts down from its prediction: the time the job stood still does not count (a

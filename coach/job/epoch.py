@@ -8,7 +8,6 @@ attempt is retried from the last checkpoint with fresh processes (a new root por
 from __future__ import annotations
 
 import math
-import shutil
 import time
 import uuid
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from coach.backends.base import NO_ANSWER, Backend, Invocation, Placement
-from coach.errors import BackendError, Diverged, EpochFailed, FailsAgain
+from coach.errors import BackendError, Diverged, EpochFailed, FailsAgain, OverBudget
 from coach.roles import attempt_files
 from coach.roles.protocol import ROLES
 
@@ -61,6 +60,7 @@ class EpochOutcome:
     function_s: dict[str, float]   # per role, summed over replicas and attempts (for cost)
     retries: int
     checkpoint: str
+    folder: str = ""               # the epoch's attempt folder, which recording the epoch settles
 
 
 class EpochRunner:
@@ -74,37 +74,41 @@ class EpochRunner:
         self.on_event = on_event
         self.on_wait = on_wait   # the job's message while its functions wait for room
 
-    def run(self, plan: EpochPlan, should_stop: Callable[[], bool] = lambda: False) -> EpochOutcome:
+    def run(self, plan: EpochPlan, should_stop: Callable[[], bool] = lambda: False,
+            may_retry: Callable[[dict[str, float], int], str | None] = lambda *_: None) -> EpochOutcome:
+        """Run the epoch, retried whole up to max_retries times while `may_retry(function_s so far,
+        attempts)` names no reason not to. Every attempt's folder is kept in one folder of the
+        epoch (`folder` of the outcome or of the EpochFailed), which the caller removes once it
+        has recorded the charge: a run killed before that leaves it for the next run (`abandoned`)."""
         function_s = {"scheduler": 0.0, "server": 0.0, "worker": 0.0}
         errors: list[str] = []
-        # every attempt's folder is kept until the epoch is over, so that a run killed during a
-        # retry leaves what the earlier attempts served too (`abandoned`)
         epoch_dir = self.work_dir / ATTEMPTS / f"{plan.phase}-{plan.epoch:04d}-{uuid.uuid4().hex[:6]}"
-        try:
-            for attempt in range(self.max_retries + 1):
-                try:
-                    if should_stop():   # also an attempt a stop cut short: no retry, but its time is paid
-                        raise EpochFailed(f"{plan.phase} epoch {plan.epoch}: stopped by request")
-                    outcome, error = self._attempt(plan, epoch_dir / str(attempt), attempt, function_s, should_stop)
-                    if outcome is None and should_stop():
-                        raise EpochFailed(f"{plan.phase} epoch {plan.epoch}: stopped by request")
-                except EpochFailed as e:
-                    e.function_s = function_s
-                    raise
-                if outcome is not None:
-                    return outcome
-                errors.append(error)
-                self.on_event("retry" if attempt < self.max_retries else "epoch_failed",
-                              f"{plan.phase} epoch {plan.epoch} attempt {attempt + 1} failed: {error}")
-                if error.startswith("deploy:") and attempt < self.max_retries:
-                    # an apiserver that is gone, or a full node, is not back a millisecond later: all the
-                    # retries failed within one second
-                    _pause(DEPLOY_RETRY_S * 2 ** attempt, should_stop)
-        finally:   # what the attempts served is in function_s now, and the caller charges it
-            shutil.rmtree(epoch_dir, ignore_errors=True)
+        for attempt in range(self.max_retries + 1):
+            try:
+                if attempt and (why := may_retry(function_s, attempt)):
+                    raise OverBudget(f"{plan.phase} epoch {plan.epoch} failed {attempt} times and is not "
+                                     f"tried again: {why}; last error: {errors[-1]}")
+                if should_stop():   # also an attempt a stop cut short: no retry, but its time is paid
+                    raise EpochFailed(f"{plan.phase} epoch {plan.epoch}: stopped by request")
+                outcome, error = self._attempt(plan, epoch_dir / str(attempt), attempt, function_s, should_stop)
+                if outcome is None and should_stop():
+                    raise EpochFailed(f"{plan.phase} epoch {plan.epoch}: stopped by request")
+            except EpochFailed as e:
+                e.function_s, e.folder = function_s, str(epoch_dir)
+                raise
+            if outcome is not None:
+                outcome.folder = str(epoch_dir)
+                return outcome
+            errors.append(error)
+            self.on_event("retry" if attempt < self.max_retries else "epoch_failed",
+                          f"{plan.phase} epoch {plan.epoch} attempt {attempt + 1} failed: {error}")
+            if error.startswith("deploy:") and attempt < self.max_retries:
+                # an apiserver that is gone, or a full node, is not back a millisecond later: all the
+                # retries failed within one second
+                _pause(DEPLOY_RETRY_S * 2 ** attempt, should_stop)
         failed = EpochFailed(f"{plan.phase} epoch {plan.epoch} failed {self.max_retries + 1} times; "
                              f"last error: {errors[-1]}")
-        failed.function_s = function_s   # failed attempts cost money too
+        failed.function_s, failed.folder = function_s, str(epoch_dir)   # failed attempts cost money too
         raise failed
 
     def _attempt(self, plan: EpochPlan, attempt_dir: Path, attempt: int, function_s: dict[str, float],
@@ -190,39 +194,39 @@ class EpochRunner:
 
 @dataclass(frozen=True)
 class Abandoned:
-    """Epochs a killed run left unfinished: what their functions served, and their folders."""
+    """Epochs a killed run left unrecorded: what their functions served, and their folders."""
 
     function_s: dict[str, float]   # per role, as EpochOutcome's
     epochs: list[str]              # "training epoch 3", one per epoch
-    folders: list[Path]
-
-    def forget(self) -> None:
-        for folder in self.folders:
-            shutil.rmtree(folder, ignore_errors=True)
+    folders: list[str]             # those to charge, and those already charged (`settled`), to remove
 
 
-def abandoned(work_dir: Path) -> Abandoned | None:
-    """What the epochs of a run killed mid-epoch still owe (None if nothing was left).
+def abandoned(work_dir: Path, settled: set[str]) -> Abandoned | None:
+    """What the epochs of a run killed mid-epoch still owe (None if no folder was left);
+    `settled` names the folders whose charge is recorded.
 
-    The runner removes an epoch's folder once the epoch is over and its caller charges what it
-    served, so a folder found before a run starts is an epoch nobody charged. Answered events left
-    what they charged; a role process still running when the run died is charged from its start to
-    its function's last heartbeat (the functions die with the run, within seconds), so the
-    figure is measured to about `attempt_files.HEARTBEAT_S` per process.
+    The caller of `EpochRunner.run` removes an epoch's folder once it has recorded the charge,
+    in the transaction that records the folder as settled; so a folder found before a run starts
+    is an epoch nobody charged, unless it is settled (the run died before it removed it).
+    Answered events left what they charged; a role process still running when the run died is
+    charged from its start to its function's last heartbeat (the functions die with the run,
+    within seconds), so the figure falls short by up to about 3 s per process (a heartbeat a
+    second, and each process of the chain notices its parent gone within a second).
     """
     root = work_dir / ATTEMPTS
     folders = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
     if not folders:
         return None
     function_s = dict.fromkeys(ROLES, 0.0)
-    for attempt_dir in (a for folder in folders for a in folder.iterdir() if a.is_dir()):
+    unpaid = [f for f in folders if f.name not in settled]
+    for attempt_dir in (a for folder in unpaid for a in folder.iterdir() if a.is_dir()):
         for role, seconds in attempt_files.served(attempt_dir).items():
             if role in function_s:
                 function_s[role] += seconds
         for role, processes in attempt_files.running(attempt_dir).items():
             if role in function_s:
                 function_s[role] += sum(max(0.0, p.seen - p.start) for p in processes)
-    return Abandoned(function_s, [_epoch_label(f.name) for f in folders], folders)
+    return Abandoned(function_s, [_epoch_label(f.name) for f in unpaid], [str(f) for f in folders])
 
 
 def _epoch_label(folder: str) -> str:

@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 
 from coach.backends.base import Backend, Placement
 from coach.data import train_size
-from coach.errors import BackendError, CoachError, Diverged, EpochFailed, FailsAgain, SpecError
+from coach.errors import BackendError, CoachError, Diverged, EpochFailed, FailsAgain, OverBudget, SpecError
 from coach.estimate import EarlierRun, Eta, epoch_budget, eta, measured_cost
 from coach.estimate.history import fit_history
 from coach.estimate.progress import progress_of, streak_of
@@ -169,7 +169,7 @@ class JobLoop:
         self.store.update_job(self.run.job_id, status=phase, workers=w, servers=s, epoch=epoch,
                               message=plan.label)
         started = time.time()
-        outcome: EpochOutcome = self.runner.run(plan, self._stop_requested)
+        outcome: EpochOutcome = self.runner.run(plan, self._stop_requested, self._retry_within_budget)
         cost = measured_cost(outcome.function_s, self.spec.resources, self.spec.prices)
         rec = EpochRecord(job_id=self.run.job_id, phase=phase, epoch=epoch, workers=w, servers=s,
                           train_loss=outcome.train_loss, val_loss=outcome.val_loss,
@@ -178,9 +178,27 @@ class JobLoop:
                           started_at=started, finished_at=time.time())
         # a training epoch's loss is stored with its ETA (`_update_eta`), a mini-epoch's here
         shown = dict(val_loss=outcome.val_loss, val_epoch=f"{phase} {epoch}") if phase == "tuning" else {}
-        self.store.record_epoch(rec, checkpoint=outcome.checkpoint, **shown)
+        self.store.record_epoch(rec, settles=Path(outcome.folder).name, checkpoint=outcome.checkpoint, **shown)
+        self._forget_folders([outcome.folder])
         self._prune_checkpoints(outcome.checkpoint)
         return rec
+
+    def _retry_within_budget(self, function_s: dict[str, float], attempts: int) -> str | None:
+        """Why a failed epoch may not try again (None if it may): each attempt is paid in full,
+        and without this check three retries of one epoch spent twice a job's budget. The next
+        attempt is predicted at the mean of those that failed."""
+        spent = measured_cost(function_s, self.spec.resources, self.spec.prices)
+        left = self._budget_left() - spent
+        if spent / attempts > left:
+            return (f"its {attempts} attempts cost {spent:.4g}, and another would cost about "
+                    f"{spent / attempts:.4g} with only {max(left, 0.0):.4g} of the budget left")
+        return None
+
+    def _forget_folders(self, folders: list[str]) -> None:
+        """Remove attempt folders whose charge is recorded, then their `settled` marks."""
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
+            self.store.unsettle(self.run.job_id, Path(folder).name)
 
     def _prune_checkpoints(self, keep: str) -> None:
         for p in (self.run.work_dir / "checkpoints").iterdir():
@@ -255,10 +273,16 @@ class JobLoop:
             return self._run()
         except EpochFailed as e:
             cost = measured_cost(e.function_s, self.spec.resources, self.spec.prices) if e.function_s else 0.0
-            if cost > 0:   # attempts that failed still ran, and are paid for
-                self.store.add_spend(jid, cost)
-                # no history row holds it: said here, so `spent` adds up (history + these events)
-                self._event("charged", f"{cost:.4g} for attempts that ran but finished no epoch")
+            # attempts that failed still ran, and are paid for; no history row holds the charge,
+            # so its event says it (`spent` = history + these events)
+            if cost > 0:
+                self.store.charge(jid, cost, "for attempts that ran but finished no epoch",
+                                  settles=(Path(e.folder).name,) if e.folder else ())
+            if e.folder:
+                self._forget_folders([e.folder])
+            if isinstance(e, OverBudget):
+                self._event("over_budget", str(e))
+                return self._budget_exhausted(self._budget_left())
             if isinstance(e, FailsAgain):   # failed even if a stop came at once: a retry would fail again
                 kind = "diverged" if isinstance(e, Diverged) else "checkpoint" if e.resumable else "fails_again"
                 self._event(kind, str(e))
@@ -296,15 +320,15 @@ class JobLoop:
 
     def _charge_abandoned(self) -> None:
         """Charge the epoch that a killed run of this job (`kill -9`, a crash) left unpaid."""
-        left = abandoned(self.run.work_dir)
+        left = abandoned(self.run.work_dir, self.store.settled(self.run.job_id))
         if left is None:
             return
         cost = measured_cost(left.function_s, self.spec.resources, self.spec.prices)
         if cost > 0:
-            self.store.add_spend(self.run.job_id, cost)
-            self._event("charged", f"{cost:.4g} for {', '.join(left.epochs)}, which a killed run left unfinished "
-                                   f"({sum(left.function_s.values()):.1f} function-seconds)")
-        left.forget()
+            self.store.charge(self.run.job_id, cost, f"for {', '.join(left.epochs)}, which a killed run did not "
+                              f"record ({sum(left.function_s.values()):.1f} function-seconds)",
+                              settles=tuple(Path(f).name for f in left.folders))
+        self._forget_folders(left.folders)
 
     def _run(self) -> str:
         spec, coord = self.spec, self.run.coordinator

@@ -143,7 +143,7 @@ class FunctionRuntime:
     def _watch(self, task: EpochTask, t0: float) -> tuple[int, dict[str, Any]]:
         """Wait for the role process to finish, killing it on deadline or abort.
 
-        The attempt's folder disappears when the job loop is done with the attempt, so an
+        The attempt's folder disappears when the job loop is done with the epoch, so an
         event that arrives late (or a marker that vanished) counts as aborted too. Once a
         verdict is reached the role is killed on every poll; if the fork-server has not
         reported it finished KILL_GRACE_S later, the fork-server itself is replaced.
@@ -175,8 +175,8 @@ class FunctionRuntime:
                         self._server.close()   # stuck: start afresh for the next event
                         self._server = ForkServer()
                         return verdict
-                elif pid_file is not None and time.monotonic() - beat >= attempt_files.HEARTBEAT_S:
-                    attempt_files.heartbeat(pid_file)
+                if pid_file is not None and time.monotonic() - beat >= attempt_files.HEARTBEAT_S:
+                    attempt_files.heartbeat(pid_file)   # also while it is being killed: that is served too
                     beat = time.monotonic()
                 time.sleep(POLL_S)
         finally:

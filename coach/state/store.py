@@ -2,7 +2,10 @@
 
 SQLite in WAL mode lets `coach status` read while `coach submit` writes, from other
 processes. Every operation opens its own short connection, so job threads never share one.
-An epoch is keyed by (job, phase, epoch): it can be recorded once, never twice. A lease is
+An epoch is keyed by (job, phase, epoch): it can be recorded once, never twice. An epoch's
+attempt folder (what its functions left, for a run killed before it recorded them) is settled
+in the transaction that charges it, so a crash between the charge and the folder's removal
+does not charge it twice. A lease is
 the capacity a running job's functions hold (for an epoch; on the cluster backend, whose pods
 stay between epochs, until the job ends); leases are how separate `coach submit` processes on one
 machine avoid handing out the same cores twice. A demand is what the planner needs to know
@@ -52,6 +55,8 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE TABLE IF NOT EXISTS demands (
     job_id TEXT PRIMARY KEY, pid INTEGER NOT NULL, owner TEXT NOT NULL, since REAL NOT NULL,
     demand TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS settled (
+    job_id TEXT NOT NULL, folder TEXT NOT NULL, PRIMARY KEY (job_id, folder));
 """
 # columns added after a release: a store made by an older Coach gains them when opened
 _ADDED_COLUMNS = {"jobs": [("val_epoch", "TEXT NOT NULL DEFAULT ''"), ("earlier_job", "TEXT NOT NULL DEFAULT ''"),
@@ -167,10 +172,27 @@ class Store:
         with self._connect() as c:
             c.execute(f"UPDATE jobs SET {cols} WHERE job_id = ?", (*values.values(), job_id))
 
-    def add_spend(self, job_id: str, cost: float) -> None:
-        """Charge `cost` to the job without an epoch to hold it (attempts that finished none)."""
+    def charge(self, job_id: str, cost: float, message: str, settles: tuple[str, ...] = ()) -> None:
+        """Charge `cost` to the job without an epoch to hold it (attempts that finished none), with
+        its `charged` event and the attempt folders it settles, in one transaction: `spent` is the
+        history's costs plus these events, whatever moment a kill comes at."""
+        now = time.time()
         with self._connect() as c:
-            c.execute("UPDATE jobs SET spent = spent + ?, updated_at = ? WHERE job_id = ?", (cost, time.time(), job_id))
+            c.execute("UPDATE jobs SET spent = spent + ?, updated_at = ? WHERE job_id = ?", (cost, now, job_id))
+            c.execute("INSERT INTO events (job_id, ts, kind, message) VALUES (?, ?, 'charged', ?)",
+                      (job_id, now, f"{cost:.4g} {message}"))
+            c.executemany("INSERT OR IGNORE INTO settled (job_id, folder) VALUES (?, ?)",
+                          [(job_id, f) for f in settles])
+
+    def settled(self, job_id: str) -> set[str]:
+        """Attempt folders of the job whose charge is recorded (their removal may not have happened)."""
+        with self._connect() as c:
+            return {r[0] for r in c.execute("SELECT folder FROM settled WHERE job_id = ?", (job_id,))}
+
+    def unsettle(self, job_id: str, folder: str) -> None:
+        """Forget a settled folder once it is removed."""
+        with self._connect() as c:
+            c.execute("DELETE FROM settled WHERE job_id = ? AND folder = ?", (job_id, folder))
 
     def _damaged(self, job_id: str, column: str, why: str) -> StateError:
         return StateError(f"{self.path}: job {job_id}: {column}: {why}; the row was edited or damaged "
@@ -261,11 +283,11 @@ class Store:
         return jobs, problems
 
     # -- epochs ----------------------------------------------------------------------------
-    def record_epoch(self, rec: EpochRecord, **job: Any) -> None:
-        """Record a finished epoch, add its cost to the job's spend and set `job`'s values (the
-        checkpoint it wrote), in one transaction: a history holding epoch N beside a job that
-        still points at epoch N − 1's checkpoint would resume from older weights, with a spend
-        that misses the epoch's cost."""
+    def record_epoch(self, rec: EpochRecord, settles: str | None = None, **job: Any) -> None:
+        """Record a finished epoch, add its cost to the job's spend, settle its attempt folder and
+        set `job`'s values (the checkpoint it wrote), in one transaction: a history holding epoch N
+        beside a job that still points at epoch N − 1's checkpoint would resume from older
+        weights, with a spend that misses the epoch's cost."""
         marks = ", ".join("?" for _ in _EPOCH_COLUMNS)
         values = _job_values(job)
         cols = "".join(f", {k} = ?" for k in values)
@@ -275,6 +297,8 @@ class Store:
                           tuple(getattr(rec, k) for k in _EPOCH_COLUMNS))
                 c.execute(f"UPDATE jobs SET spent = spent + ?{cols} WHERE job_id = ?",
                           (rec.cost, *values.values(), rec.job_id))
+                if settles is not None:
+                    c.execute("INSERT OR IGNORE INTO settled (job_id, folder) VALUES (?, ?)", (rec.job_id, settles))
         except sqlite3.IntegrityError as e:
             if "UNIQUE" in str(e):
                 raise StateError(f"{rec.job_id}: {rec.phase} epoch {rec.epoch} is already recorded") from None

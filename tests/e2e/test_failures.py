@@ -116,7 +116,7 @@ def test_the_epoch_a_killed_submit_left_unfinished_is_charged_at_resume(tmp_path
     assert rec["status"] in ("succeeded", "max_epochs"), again.stderr
     events = json.loads(run_coach("events", job_id, "--json", check=True).stdout)
     [charged] = [e["message"] for e in events if e["kind"] == "charged"]
-    assert "training epoch 2, which a killed run left unfinished" in charged, charged
+    assert "training epoch 2, which a killed run did not record" in charged, charged
     seconds = float(charged.split("(")[1].split()[0])
     # each process's last heartbeat is at most 1 s before the kill, and it dies within about 1 s after
     assert seconds == pytest.approx(sum(killed_at - t for t in starts), abs=len(starts) * 1.5), (charged, starts)
@@ -212,6 +212,36 @@ def test_epochs_whose_functions_cannot_be_deployed_are_retried_after_a_growing_p
     assert status == "failed" and "failed 3 times" in store.job(job_id).message
     gaps = [b - a for a, b in zip(calls[-3:], calls[-2:])]   # the head start of tuning comes first
     assert len(calls) == 4 and gaps[0] >= DEPLOY_RETRY_S and gaps[1] >= 2 * DEPLOY_RETRY_S, gaps
+
+
+def test_an_epoch_is_not_retried_past_the_budget(tmp_path: Path, coach_home: Path) -> None:
+    """Each failed attempt is paid in full, and the budget was checked only before an epoch: an
+    epoch retried three times spent twice a job's budget. Injected into the real local backend
+    (a failure after a real epoch ran cannot be provoked from outside): from training epoch 2 on,
+    worker 0's answer is turned into an error after the epoch ran, with its function-seconds."""
+    from coach.backends.base import Invocation
+    from coach.backends.local import LocalBackend
+
+    fields = dict(allocation="static", workers=1, servers=1, target_loss=0.001, max_retries=5)
+    store, job_id, _ = _run_injected(LocalBackend, coach_home, tmp_path, name="measure", max_epochs=3, **fields)
+    epoch_cost = max(r.cost for r in store.epochs(job_id))
+
+    class FailsAfterRunning(LocalBackend):
+        def invoke(self, job_id: str, role: str, i: int, payload: dict, timeout_s: float) -> Invocation:
+            inv = super().invoke(job_id, role, i, payload, timeout_s)
+            if role == "worker" and payload["attempt"].startswith("training") and payload["epoch"] >= 2:
+                return Invocation(500, {"error": "worker failed: injected after the epoch ran",
+                                        "function_s": inv.body.get("function_s", 0.0)})
+            return inv
+
+    budget = 3.5 * epoch_cost   # epoch 1, then two attempts of epoch 2 fit; a third does not
+    store, job_id, status = _run_injected(FailsAfterRunning, coach_home, tmp_path, name="retries", budget=budget,
+                                          **fields)
+    job, history = store.job(job_id), store.epochs(job_id)
+    kinds = [e["kind"] for e in store.events(job_id)]
+    assert status == "budget_exhausted", job.message
+    assert [r.epoch for r in history] == [1] and kinds.count("retry") < 5 and "over_budget" in kinds, kinds
+    assert job.spent <= budget + 1.5 * epoch_cost, (job.spent, budget, epoch_cost)   # at most one attempt past it
 
 
 def test_a_teardown_that_fails_keeps_the_jobs_status(tmp_path: Path, coach_home: Path) -> None:

@@ -106,7 +106,8 @@ def test_a_lost_answer_of_a_function_that_finished_is_charged_what_it_left(tmp_p
         EpochRunner(Answers(), tmp_path, 1, lambda *_: None).run(plan)
     # both attempts, each role once: the answers' own figures are not counted twice
     assert failed.value.function_s == pytest.approx({"scheduler": 0.5, "server": 0.5, "worker": 7.0})
-    assert not list((tmp_path / "attempts").iterdir()), "the epoch's folder goes once it is charged"
+    # kept for the caller, which removes it once the charge is recorded (a kill before that leaves it)
+    assert failed.value.folder and sorted(p.name for p in Path(failed.value.folder).iterdir()) == ["0", "1"]
 
 
 def test_a_killed_run_leaves_what_its_unfinished_epoch_owes(tmp_path: Path) -> None:
@@ -124,15 +125,19 @@ def test_a_killed_run_leaves_what_its_unfinished_epoch_owes(tmp_path: Path) -> N
     old = tmp_path / "attempts" / "tuning-0001-0-ffffff"   # an older layout: nothing it can say
     old.mkdir()
     (old / "worker-0.pid").write_text("42")
-    left = abandoned(tmp_path)
+    # the run that recorded training epoch 2 died before it removed the folder: already charged
+    recorded = tmp_path / "attempts" / "training-0002-def456" / "0"
+    recorded.mkdir(parents=True)
+    attempt_files.mark_served(recorded, "worker", 100.0)
+    left = abandoned(tmp_path, settled={"training-0002-def456"})
     assert left is not None
     assert left.function_s == pytest.approx({"scheduler": 5.0, "server": 1.5, "worker": 2.0 + 4.0 + 3.5})
     assert left.epochs == ["training epoch 3", "tuning epoch 1"]
-    left.forget()
-    assert abandoned(tmp_path) is None
+    assert [Path(f).name for f in left.folders] == ["training-0002-def456", "training-0003-abc123",
+                                                    "tuning-0001-0-ffffff"], "all removed once charged"
 
 
 def test_a_job_that_never_ran_an_epoch_owes_nothing(tmp_path: Path) -> None:
-    assert abandoned(tmp_path) is None
+    assert abandoned(tmp_path, set()) is None
     (tmp_path / "attempts").mkdir()
-    assert abandoned(tmp_path) is None
+    assert abandoned(tmp_path, set()) is None

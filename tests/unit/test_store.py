@@ -65,6 +65,29 @@ def test_an_epoch_is_recorded_with_its_spend_and_checkpoint_or_not_at_all(store:
     assert (store.job("j-000000").spent, store.checkpoint("j-000000")) == (0.25, "/ckpt/training-0001")
 
 
+def test_a_charge_its_event_and_the_folders_it_settles_are_one_write(store: Store) -> None:
+    """Killed between the spend and its event, `spent` no longer matched history + events; between
+    the charge and the folder's removal, the next run charged the folder again. One transaction:
+    all of it, or (a write that fails, as on a full disk) none."""
+    from coach.state.records import EpochRecord
+
+    store.create_job("j-000000", "j", "x.yaml", {}, 0.1, 1.0)
+    store.record_epoch(EpochRecord("j-000000", "training", 1, 1, 1, 1.0, 1.0, 1.0, 10, 10.0, 0.25),
+                       settles="training-0001-aaaaaa")
+    store.charge("j-000000", 0.125, "for attempts that ran but finished no epoch", settles=("training-0002-bbbbbb",))
+    assert store.job("j-000000").spent == 0.375
+    assert [e["message"] for e in store.events("j-000000") if e["kind"] == "charged"] == \
+        ["0.125 for attempts that ran but finished no epoch"]
+    assert store.settled("j-000000") == {"training-0001-aaaaaa", "training-0002-bbbbbb"}
+    store.unsettle("j-000000", "training-0001-aaaaaa")
+    assert store.settled("j-000000") == {"training-0002-bbbbbb"}
+    with sqlite3.connect(store.path) as c:
+        c.execute("CREATE TRIGGER full BEFORE INSERT ON settled BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+    with pytest.raises(sqlite3.IntegrityError):   # the trigger's abort (a full disk is a StateError)
+        store.charge("j-000000", 1.0, "for attempts", settles=("training-0003-cccccc",))
+    assert store.job("j-000000").spent == 0.375 and len(store.events("j-000000")) == 1
+
+
 def test_a_damaged_store_is_named_not_a_traceback(store: Store) -> None:
     store.create_job("j-000000", "j", "x.yaml", {}, 0.1, 1.0)
     with open(store.path, "r+b") as fh:   # the jobs table's page
