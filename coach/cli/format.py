@@ -67,7 +67,9 @@ def eta_text(job: JobRecord, now: float | None = None) -> str:
     span = f" [{duration(lo_s)}–{duration(hi_s)}]" if hi_s is not None else ""
     n = e["epochs_left"]
     earlier = f" with {e['earlier']} {e.get('earlier_weight', 0):.0%}" if e.get("earlier") else ""
-    return f"{n} epoch{'' if n == 1 else 's'} ({e.get('lo')}–{hi}), ~{duration(secs)}{span}{earlier}"
+    budget = e.get("budget_epochs")
+    paid = f"; the budget pays for ~{budget} more epoch{'' if budget == 1 else 's'}" if budget is not None else ""
+    return f"{n} epoch{'' if n == 1 else 's'} ({e.get('lo')}–{hi}), ~{duration(secs)}{span}{earlier}{paid}"
 
 
 def seconds_left(job: JobRecord, now: float | None = None) -> tuple[float | None, float | None, float | None]:

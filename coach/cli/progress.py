@@ -55,8 +55,8 @@ def _show(store: Store, job_ids: list[str], finished: Callable[[], bool], consol
                     last[j], events[j] = key, store.events(j)
                 if live is not None or changed:
                     lines.append(progress_line(job, events[j]))
-            if live is not None:
-                live.update(Text("\n".join(lines)))
+            if live is not None:   # wrapped, not cut: spent and the ETA come last on a line of ~170
+                live.update(Text("\n".join(lines), no_wrap=False, overflow="fold"))
             elif lines:
                 print("\n".join(lines), file=sys.stderr, flush=True)
             if done:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from coach.estimate.convergence import ConvergenceFit
+from coach.estimate.convergence import ConvergenceFit, EpochsPrediction
 
 
 @dataclass(frozen=True)
@@ -42,15 +42,24 @@ def eta(fit: ConvergenceFit, target: float, consecutive: int, epochs_done: float
     """
     pred = fit.epochs_to_target(target, consecutive, horizon=horizon, start=math.floor(epochs_done + 1e-9),
                                 streak=streak)
+
+    def secs(n: int | None) -> float | None:
+        return None if n is None else n * epoch_seconds
+
+    n, lo, hi = epochs_left(pred, epochs_done, consecutive, streak)
+    return Eta(epochs_left=n, lo=lo, hi=hi, seconds=secs(n), seconds_lo=secs(lo), seconds_hi=secs(hi),
+               reachable=pred.reachable, asymptote=pred.asymptote, earlier_weight=pred.earlier_weight,
+               earlier=pred.earlier.run.label if pred.earlier is not None else "")
+
+
+def epochs_left(pred: EpochsPrediction, epochs_done: float, consecutive: int,
+                streak: int = 0) -> tuple[int | None, int | None, int | None]:
+    """Whole epochs from `epochs_done` to the predicted stop and to its interval's ends, each at
+    least the `consecutive − streak` epochs the rule still needs: what `coach status` and `coach
+    plot` both say (the plot once named an epoch the rule could not stop at)."""
     floor = max(consecutive - streak, 0)
 
     def left(epoch: int | None) -> int | None:
         return None if epoch is None else max(int(round(epoch - epochs_done)), floor)
 
-    def secs(n: int | None) -> float | None:
-        return None if n is None else n * epoch_seconds
-
-    n, lo, hi = left(pred.epoch), left(pred.lo), left(pred.hi)
-    return Eta(epochs_left=n, lo=lo, hi=hi, seconds=secs(n), seconds_lo=secs(lo), seconds_hi=secs(hi),
-               reachable=pred.reachable, asymptote=pred.asymptote, earlier_weight=pred.earlier_weight,
-               earlier=pred.earlier.run.label if pred.earlier is not None else "")
+    return left(pred.epoch), left(pred.lo), left(pred.hi)

@@ -248,6 +248,15 @@ class JobLoop:
                 "asymptote": e.asymptote, "at": time.time(),
                 "earlier": e.earlier or None,
                 "earlier_weight": round(e.earlier_weight, 3)}
+        # the budget may end the job first: said beside the ETA (it read "ETA 9 epochs" two epochs
+        # before the job stopped on its budget), as what max_epochs leaves is
+        per_epoch = predicted_epoch_cost(JobDemand(self.run.job_id, speed, None, float(self.n_train),
+                                                   resources=self.spec.resources, prices=self.spec.prices,
+                                                   overhead_s=_median(_charged_overheads(history, self.spec))),
+                                         w, s)
+        left = self._budget_left()
+        if per_epoch and e.epochs_left is not None and per_epoch * e.epochs_left > left:
+            info["budget_epochs"] = max(0, int(left // per_epoch))
         return e, info
 
     def _demand(self, history: list[EpochRecord]) -> JobDemand:
@@ -347,7 +356,7 @@ class JobLoop:
             if self._streak(history) >= spec.consecutive:
                 last = history[-1]
                 return self._finish("succeeded", f"validation loss {last.val_loss:.4g} ≤ target "
-                                    f"{spec.target_loss:g} for {spec.consecutive} epochs in a row")
+                                    f"{spec.target_loss:g} for {spec.consecutive} epoch{'s' * (spec.consecutive != 1)} in a row")
             if epoch >= spec.max_epochs:
                 return self._finish("max_epochs", f"reached max_epochs ({spec.max_epochs}) at validation "
                                     f"loss {history[-1].val_loss:.4g} (target {spec.target_loss:g})")
@@ -431,8 +440,9 @@ class JobLoop:
             left = self._budget_left()
             predicted = _mini_epoch_cost(history, w, s, spec)
             if predicted is not None and predicted > left:   # said even when nothing is left: why tuning ended
+                rest = f"{left:.3g} of the budget is left" if left > 0 else "the budget is spent"
                 self._event("tuning_skipped", f"({w}, {s}) and the rest: a mini-epoch is predicted to cost "
-                            f"{predicted:.3g}, {max(left, 0):.3g} of the budget is left")
+                            f"{predicted:.3g}, {rest}")
                 break
             if left <= 0:
                 break

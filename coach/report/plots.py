@@ -29,6 +29,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from coach.estimate.convergence import ConvergenceFit  # noqa: E402
+from coach.estimate.eta import epochs_left  # noqa: E402
 from coach.estimate.progress import progress_of, streak_of  # noqa: E402
 from coach.estimate.speed import SpeedModel  # noqa: E402
 from coach.state.records import EpochRecord  # noqa: E402
@@ -59,21 +60,18 @@ def _loss_panel(ax, x: np.ndarray, epochs: Sequence[EpochRecord], target: float,
                 consecutive: int) -> None:
     y = np.array([e.val_loss for e in epochs], dtype=float)
     tuning = np.array([e.phase == "tuning" for e in epochs], dtype=bool)
-    x_end = float(x.max()) if x.size else 1.0
-    tuned = float(x[tuning].max()) if tuning.any() else 0.0
-
-    def training_epoch(progress: float) -> int:
-        """The x axis counts tuning as fractions of an epoch; labels count training epochs,
-        as `coach status` and `coach history` do."""
-        return max(1, int(round(progress - tuned)))
-
-    met = streak_of(epochs, target) >= consecutive   # a finished job: where it stopped is a fact
+    done = x_end = float(x.max()) if x.size else 1.0
+    trained = max((e.epoch for e in epochs if e.phase == "training"), default=0)
+    streak = streak_of(epochs, target)
+    met = streak >= consecutive   # a finished job: where it stopped is a fact
     pred = None
     if fit is not None and not met:
-        pred = fit.epochs_to_target(target, consecutive, start=math.floor(x_end + 1e-9),
-                                    streak=streak_of(epochs, target))
-    if pred is not None and pred.epoch is not None:
-        x_end = max(x_end, float(pred.hi if pred.hi is not None else pred.epoch)) * 1.05
+        pred = fit.epochs_to_target(target, consecutive, start=math.floor(done + 1e-9), streak=streak)
+    # epochs left to the stop and to the interval's ends, as `coach status` counts them; the x axis
+    # counts tuning as fractions of an epoch, the labels count training epochs
+    n, lo, hi = epochs_left(pred, done, consecutive, streak) if pred is not None else (None, None, None)
+    if n is not None:
+        x_end = max(x_end, done + (hi if hi is not None else n)) * 1.05
     grid = np.linspace(min(0.1, x.min()) if x.size else 0.1, max(x_end, 1.0), 300)
     if fit is not None:
         ax.plot(grid, fit.predict(grid), "-", color="tab:orange",
@@ -92,13 +90,11 @@ def _loss_panel(ax, x: np.ndarray, epochs: Sequence[EpochRecord], target: float,
         ax.axvline(x[-1], color="tab:red", lw=1,
                    label=f"stop rule met at training epoch {epochs[-1].epoch} ({consecutive} in a row ≤ target)")
     if pred is not None:
-        if pred.epoch is not None:
-            ax.axvline(pred.epoch, color="tab:red", lw=1,
-                       label=f"stop rule predicted at training epoch {training_epoch(pred.epoch)}")
-            if pred.lo is not None:
-                hi = "never" if pred.hi is None else training_epoch(pred.hi)
-                ax.axvspan(pred.lo, pred.hi if pred.hi is not None else x_end, color="tab:red", alpha=0.12,
-                           label=f"80% interval [{training_epoch(pred.lo)}, {hi}]")
+        if n is not None:
+            ax.axvline(done + n, color="tab:red", lw=1, label=f"stop rule predicted at training epoch {trained + n}")
+            if lo is not None:
+                ax.axvspan(done + lo, done + hi if hi is not None else x_end, color="tab:red", alpha=0.12,
+                           label=f"80% interval [{trained + lo}, {'never' if hi is None else trained + hi}]")
         else:   # the note says which: the target under the curve's floor, or too far to follow it
             why = ("the target is at or below it" if target <= pred.asymptote
                    else "the target is beyond the horizon")

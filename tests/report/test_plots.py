@@ -237,3 +237,29 @@ def test_the_speed_surface_stops_at_the_job_limits(tmp_path, monkeypatch, limits
     ax = next(a for a in _plot_command(tmp_path, monkeypatch).axes if a.get_title().startswith("speed model"))
     [surface] = ax.get_images()
     assert surface.get_array().shape == (shown[1], shown[0])
+
+
+def near_the_target() -> list[EpochRecord]:
+    """Four mini-epochs of 0.128 epochs, then six epochs just above a target of 0.14."""
+    tuning = [EpochRecord("job1", "tuning", i, 1, 1, 2.0, 2.0 - 0.2 * i, 1.0, 128, 100.0, 0.01) for i in range(1, 5)]
+    return tuning + [EpochRecord("job1", "training", k, 1, 1, v + 0.05, v, 1.0, 1000, 100.0, 0.01)
+                     for k, v in enumerate([0.5, 0.3, 0.22, 0.18, 0.16, 0.146], start=1)]
+
+
+@pytest.mark.parametrize("recs, target", [(near_the_target(), 0.14), (records(10, 1000), 0.85),
+                                          (records(12, 400), 0.8)], ids=["near-the-target", "far", "farther"])
+def test_the_plot_predicts_what_status_does(tmp_path, monkeypatch, recs, target):
+    """Near the target, the plot said "training epoch 8, [8, 9]" after epoch 6 while the ETA said 3
+    epochs: with none under the target yet, 3 in a row cannot end before epoch 9. It rounded the
+    mini-epochs' fractions its own way and did not keep the rule's epochs in a row."""
+    from coach.estimate import eta
+    from coach.estimate.progress import streak_of
+
+    n_train = recs[-1].epoch
+    progress = progress_of(recs)
+    fit = fit_convergence(progress, [r.val_loss for r in recs])
+    e = eta(fit, target, 3, epochs_done=progress[-1], epoch_seconds=1.0, streak=streak_of(recs, target))
+    labels = _loss_labels(tmp_path, monkeypatch, recs, target)
+    assert f"stop rule predicted at training epoch {n_train + e.epochs_left}" in labels, labels
+    hi = "never" if e.hi is None else n_train + e.hi
+    assert f"80% interval [{n_train + e.lo}, {hi}]" in labels, labels

@@ -35,6 +35,10 @@ def job(status: str = "training", target: float = 0.3, val: float | None = 0.5, 
         pytest.param(job(reachable=True, asymptote=0.1, epochs_left=2, lo=1, hi=4, seconds=30.0,
                          seconds_lo=20.0, seconds_hi=70.0, at=NOW - 12),
                      "2 epochs (1–4), ~18s [8s–58s]", id="counts-down"),
+        # it said "ETA 9 epochs" two epochs before the job stopped on its budget
+        pytest.param(job(reachable=True, asymptote=0.1, epochs_left=9, lo=3, hi=28, seconds=27.0,
+                         seconds_lo=9.0, seconds_hi=85.0, at=NOW, budget_epochs=2),
+                     "9 epochs (3–28), ~27s [9s–1m25s]; the budget pays for ~2 more epochs", id="budget-first"),
     ],
 )
 def test_eta_text(record: JobRecord, expected: str) -> None:
@@ -113,3 +117,27 @@ def test_elapsed_leaves_out_the_time_a_job_sat_stopped(status: str, updated: flo
     record = JobRecord(job_id="j", name="j", spec_path="j.yaml", status=status, target_loss=0.3, budget=1.0,
                        created_at=NOW, updated_at=NOW + updated)
     assert elapsed(record, events, now=NOW + now) == pytest.approx(expected)
+
+
+def test_the_live_line_wraps_on_a_narrow_terminal(tmp_path, monkeypatch) -> None:
+    """On an 80-column terminal the live line was cut after "(w, ": spent and the ETA, last on a
+    line of about 170 characters, never showed."""
+    import io
+
+    from rich.console import Console
+
+    from coach.cli.progress import watch
+    from coach.state.store import Store
+
+    monkeypatch.setenv("COACH_HOME", str(tmp_path))
+    store = Store()
+    store.create_job("mlp-digits-9d182a", "mlp-digits", "j.yaml", {}, 0.25, 0.001)
+    store.claim_job("mlp-digits-9d182a")   # this process runs it (else it reads "interrupted")
+    store.update_job("mlp-digits-9d182a", status="training", epoch=2, workers=2, servers=1, val_loss=0.1958,
+                     val_epoch="training 1", eta=dict(reachable=True, asymptote=0.1, epochs_left=2, lo=2, hi=4,
+                                                      seconds=12.0, seconds_lo=12.0, seconds_hi=24.0, at=NOW))
+    screen = io.StringIO()
+    terminal = Console(file=screen, width=80, force_terminal=True, soft_wrap=True, color_system=None)
+    watch(store, ["mlp-digits-9d182a"], lambda: True, terminal)
+    text = screen.getvalue()
+    assert "spent 0 / 0.001" in text and "ETA 2 epochs (2–4)" in text, text
