@@ -354,9 +354,9 @@ class JobLoop:
         epoch = len([r for r in history if r.phase == "training"])
         while True:
             if self._streak(history) >= spec.consecutive:
-                last = history[-1]
+                last, n = history[-1], spec.consecutive
                 return self._finish("succeeded", f"validation loss {last.val_loss:.4g} ≤ target "
-                                    f"{spec.target_loss:g} for {spec.consecutive} epoch{'s' * (spec.consecutive != 1)} in a row")
+                                    f"{spec.target_loss:g} for {n} epoch{'s' * (n != 1)} in a row")
             if epoch >= spec.max_epochs:
                 return self._finish("max_epochs", f"reached max_epochs ({spec.max_epochs}) at validation "
                                     f"loss {history[-1].val_loss:.4g} (target {spec.target_loss:g})")
