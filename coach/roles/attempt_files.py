@@ -4,9 +4,10 @@ The loop learns what an event served from the function's answer. These files are
 that never come. `<role>-<key>.pid` names a running role process and holds its start; the
 function touches it every HEARTBEAT_S while the process runs, so its mtime is when the process
 was last seen alive; it is removed when the function answers. `<role>-<id>.served` holds the
-seconds an answered event charged. The loop removes an attempt's folder once its epoch is over,
-so a folder left behind belongs to a run that was killed (`kill -9`, a crashed machine) in the
-middle of an epoch, and these files are what that epoch still owes.
+seconds an answered event charged. The loop removes an epoch's attempt folders once it has
+recorded the epoch's charge, so a folder left behind (and not marked settled in the store)
+belongs to a run that was killed (`kill -9`, a crashed machine) before that, and these files
+are what that epoch still owes.
 """
 
 from __future__ import annotations
