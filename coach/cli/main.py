@@ -10,13 +10,27 @@ import typer
 from coach.cli import cluster, jobs
 from coach.cli.estimate import estimate
 from coach.cli.plot import plot
-from coach.errors import CoachError
+from coach.errors import CoachError, SpecError
 
 app = typer.Typer(help="Coach: serverless, elastic distributed training of MXNet jobs.",
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
 for command in (jobs.submit, jobs.status, jobs.history, jobs.events, jobs.stop, jobs.resume, estimate, plot):
     app.command()(command)
 app.add_typer(cluster.app, name="cluster")
+
+
+def _under_cluster(name: str) -> None:
+    """`coach compare` said "No such command" without naming where the command is."""
+    def moved(ctx: typer.Context) -> None:
+        raise SpecError(f"coach {name}", "", f"a command of `coach cluster`: "
+                                             f"coach cluster {' '.join([name, *ctx.args])}")
+
+    app.command(name, hidden=True, add_help_option=False,
+                context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(moved)
+
+
+for _name in ("compare", "simulate", "up", "down"):
+    _under_cluster(_name)
 
 
 def main() -> None:

@@ -51,3 +51,13 @@ def test_a_ctrl_c_that_python_wrapped_is_still_an_interrupt(monkeypatch: pytest.
     else:   # any other RuntimeError is a bug, and stays one
         with pytest.raises(RuntimeError, match="__set_name__"):
             cli.main()
+
+
+@pytest.mark.parametrize("args", [["compare", "w.yaml", "--json"], ["simulate", "--help"], ["up"]])
+def test_a_cluster_command_without_cluster_names_where_it_is(args: list[str]) -> None:
+    """`coach compare` said only "No such command 'compare'"."""
+    from tests.conftest import run_coach
+
+    proc = run_coach(*args)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"coach {args[0]}: a command of `coach cluster`: coach cluster {' '.join(args)}" in proc.stderr, proc.stderr
