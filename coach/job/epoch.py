@@ -80,7 +80,7 @@ class EpochRunner:
         attempts)` names no reason not to. Every attempt's folder is kept in one folder of the
         epoch (`folder` of the outcome or of the EpochFailed), which the caller removes once it
         has recorded the charge: a run killed before that leaves it for the next run (`abandoned`)."""
-        function_s = {"scheduler": 0.0, "server": 0.0, "worker": 0.0}
+        function_s = dict.fromkeys(ROLES, 0.0)
         errors: list[str] = []
         epoch_dir = self.work_dir / ATTEMPTS / f"{plan.phase}-{plan.epoch:04d}-{uuid.uuid4().hex[:6]}"
         for attempt in range(self.max_retries + 1):

@@ -42,24 +42,38 @@ def test_no_role_process_started_nothing_is_charged(tmp_path: Path) -> None:
     assert _served(_role_starts(tmp_path).get("scheduler", []), 1e9) == 0.0
 
 
-def test_a_function_that_refused_the_event_does_not_take_a_lost_answers_start(tmp_path: Path) -> None:
-    """Through the real EpochRunner; the backend is a stand-in because a 503 from one replica and a
-    lost answer from another at chosen moments cannot be provoked reliably from outside. Worker 0
-    was busy (503, no role process, no count); worker 1 started its role process and its answer
-    was lost. The 503 took worker 1's start and was clamped to 0, and worker 1 then found none."""
-    from coach.backends.base import NO_ANSWER, Invocation
+class StandIn:
+    """A backend stand-in whose `invoke` each test gives: a 503 from one replica and a lost answer
+    from another at chosen moments cannot be provoked reliably from outside."""
+
+    keep_warm = True
+
+    def deploy(self, *args: object, **kwargs: object) -> None:
+        return None
+
+    def ps_root(self, job_id: str) -> tuple[str, int, str]:
+        return "127.0.0.1", 1, "127.0.0.1"
+
+
+def failed_epoch(backend: StandIn, folder: Path, workers: int, retries: int):
+    """Run one epoch through the real EpochRunner; the EpochFailed it ends with."""
     from coach.errors import EpochFailed
     from coach.job.epoch import EpochPlan, EpochRunner
 
-    class Answers:
-        keep_warm = True
+    plan = EpochPlan(job_id="j", phase="training", epoch=1, workers=workers, servers=1, seed=1, limit=1,
+                     deadline_s=60, checkpoint_in=None, checkpoint_out="x", task={})
+    with pytest.raises(EpochFailed) as failed:
+        EpochRunner(backend, folder, retries, lambda *_: None).run(plan)
+    return failed.value
 
-        def deploy(self, *args: object, **kwargs: object) -> None:
-            return None
 
-        def ps_root(self, job_id: str) -> tuple[str, int, str]:
-            return "127.0.0.1", 1, "127.0.0.1"
+def test_a_function_that_refused_the_event_does_not_take_a_lost_answers_start(tmp_path: Path) -> None:
+    """Through the real EpochRunner, on a stand-in backend (`StandIn`). Worker 0 was busy (503, no
+    role process, no count); worker 1 started its role process and its answer was lost. The 503
+    took worker 1's start and was clamped to 0, and worker 1 then found none."""
+    from coach.backends.base import NO_ANSWER, Invocation
 
+    class Answers(StandIn):
         def invoke(self, job_id: str, role: str, i: int, payload: dict, timeout_s: float) -> Invocation:
             if role == "worker" and i == 0:
                 return Invocation(503, {"error": "busy: this replica is running another epoch"})
@@ -69,30 +83,17 @@ def test_a_function_that_refused_the_event_does_not_take_a_lost_answers_start(tm
             time.sleep(0.2)
             return Invocation(409, {"error": "aborted", "function_s": 0.2})
 
-    plan = EpochPlan(job_id="j", phase="training", epoch=1, workers=2, servers=1, seed=1, limit=1,
-                     deadline_s=60, checkpoint_in=None, checkpoint_out="x", task={})
-    with pytest.raises(EpochFailed) as failed:
-        EpochRunner(Answers(), tmp_path, 0, lambda *_: None).run(plan)
-    assert failed.value.function_s["worker"] == pytest.approx(2.0, abs=0.5)
-    assert failed.value.function_s["server"] == pytest.approx(0.2)
+    failed = failed_epoch(Answers(), tmp_path, workers=2, retries=0)
+    assert failed.function_s["worker"] == pytest.approx(2.0, abs=0.5)
+    assert failed.function_s["server"] == pytest.approx(0.2)
 
 
 def test_a_lost_answer_of_a_function_that_finished_is_charged_what_it_left(tmp_path: Path) -> None:
     """Its pid file is gone (it answered), but the seconds it charged are in the attempt's folder.
     Stand-in backend, as above: the answer is lost after the function wrote its charge."""
     from coach.backends.base import NO_ANSWER, Invocation
-    from coach.errors import EpochFailed
-    from coach.job.epoch import EpochPlan, EpochRunner
 
-    class Answers:
-        keep_warm = True
-
-        def deploy(self, *args: object, **kwargs: object) -> None:
-            return None
-
-        def ps_root(self, job_id: str) -> tuple[str, int, str]:
-            return "127.0.0.1", 1, "127.0.0.1"
-
+    class Answers(StandIn):
         def invoke(self, job_id: str, role: str, i: int, payload: dict, timeout_s: float) -> Invocation:
             if role == "worker":
                 attempt_files.mark_served(Path(payload["abort_file"]).parent, role, 3.5)
@@ -100,14 +101,11 @@ def test_a_lost_answer_of_a_function_that_finished_is_charged_what_it_left(tmp_p
             attempt_files.mark_served(Path(payload["abort_file"]).parent, role, 0.25)
             return Invocation(409, {"error": "aborted", "function_s": 0.25})
 
-    plan = EpochPlan(job_id="j", phase="training", epoch=1, workers=1, servers=1, seed=1, limit=1,
-                     deadline_s=60, checkpoint_in=None, checkpoint_out="x", task={})
-    with pytest.raises(EpochFailed) as failed:
-        EpochRunner(Answers(), tmp_path, 1, lambda *_: None).run(plan)
+    failed = failed_epoch(Answers(), tmp_path, workers=1, retries=1)
     # both attempts, each role once: the answers' own figures are not counted twice
-    assert failed.value.function_s == pytest.approx({"scheduler": 0.5, "server": 0.5, "worker": 7.0})
+    assert failed.function_s == pytest.approx({"scheduler": 0.5, "server": 0.5, "worker": 7.0})
     # kept for the caller, which removes it once the charge is recorded (a kill before that leaves it)
-    assert failed.value.folder and sorted(p.name for p in Path(failed.value.folder).iterdir()) == ["0", "1"]
+    assert failed.folder and sorted(p.name for p in Path(failed.folder).iterdir()) == ["0", "1"]
 
 
 def test_a_killed_run_leaves_what_its_unfinished_epoch_owes(tmp_path: Path) -> None:

@@ -310,19 +310,10 @@ func TestAGroupDoesNotPassWithARejectedSibling(t *testing.T) {
 // waiting 1-CPU pods stood for its missing 3-CPU pod, a younger job took the
 // room, and the group's last pod found no node.
 func TestAGroupAtTheBarrierKeepsTheRoomItsLastPodNeeds(t *testing.T) {
-	t0 := time.Unix(1000, 0)
 	x := jobPods("x", 4, 4)
 	x[3] = testutil.MakePod().Name("x-3").Job("x", jobs.RoleWorker, 4).Req(3000, 3072).Obj()
 	y := jobPods("y", 3, 3)
-	r := jobs.NewRegistry()
-	for _, p := range x {
-		p.CreationTimestamp = metav1.NewTime(t0)
-		r.Observe(p)
-	}
-	for _, p := range y {
-		p.CreationTimestamp = metav1.NewTime(t0.Add(time.Second))
-		r.Observe(p)
-	}
+	r := observedInOrder(x, y)
 	h := &fakeHandle{}
 	var assumed []*v1.Pod // the waiting pods hold their node in the scheduler's cache
 	for _, p := range x[:3] {
@@ -884,8 +875,14 @@ func refuse(t *testing.T, pl *gang.Plugin, pod *v1.Pod, why string) {
 }
 
 func olderAndYounger(old, young string) ([]*v1.Pod, []*v1.Pod, *jobs.Registry) {
-	t0 := time.Unix(1000, 0)
 	older, younger := jobPods(old, 4, 4), jobPods(young, 3, 3)
+	return older, younger, observedInOrder(older, younger)
+}
+
+// observedInOrder is a registry of two jobs, the first created a second
+// before the second.
+func observedInOrder(older, younger []*v1.Pod) *jobs.Registry {
+	t0 := time.Unix(1000, 0)
 	r := jobs.NewRegistry()
 	for _, p := range older {
 		p.CreationTimestamp = metav1.NewTime(t0)
@@ -895,7 +892,7 @@ func olderAndYounger(old, young string) ([]*v1.Pod, []*v1.Pod, *jobs.Registry) {
 		p.CreationTimestamp = metav1.NewTime(t0.Add(time.Second))
 		r.Observe(p)
 	}
-	return older, younger, r
+	return r
 }
 
 // Backfill lets younger jobs take the room an older job's group cannot use
