@@ -58,7 +58,7 @@ class JobSpec:
     momentum: float
     weight_decay: float
     allocation: str                        # dynamic | static
-    workers: int                           # static: exactly; dynamic: unused (tuning and the planner decide)
+    workers: int                           # static: exactly; dynamic: 1, unused (tuning and the planner decide)
     servers: int
     max_workers: int
     max_servers: int
@@ -319,10 +319,12 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
     allocation = r.choice("allocation", ("dynamic", "static"), "dynamic")
     max_workers = r.number("max_workers", 8, integer=True, ge=1)
     max_servers = r.number("max_servers", 4, integer=True, ge=1)
-    if allocation == "static":
-        for key in ("workers", "servers"):
-            if key not in data:
-                raise r.fail(key, "missing: a static allocation needs workers and servers")
+    for key in ("workers", "servers"):
+        if allocation == "static" and key not in data:
+            raise r.fail(key, "missing: a static allocation needs workers and servers")
+        if allocation == "dynamic" and data.get(key) is not None:   # it would be ignored without a word
+            raise r.fail(key, f"is only for allocation: static; a dynamic job's {key} are chosen by tuning and "
+                              f"the planner (bound them with max_{key}, or set allocation: static)")
     workers = r.number("workers", 1, integer=True, ge=1)
     servers = r.number("servers", 1, integer=True, ge=1)
     if workers > max_workers:

@@ -93,7 +93,11 @@ BROKEN = [
      f"{__file__} is a file, not a folder"),
     ("bad-allocation", dict(GOOD, allocation="elastic"), "allocation", "must be one of dynamic, static"),
     ("static-without-workers", dict(GOOD, allocation="static", servers=1), "workers", "static allocation"),
-    ("workers-over-max", dict(GOOD, workers=5, max_workers=4), "workers", "<= max_workers"),
+    ("workers-over-max", dict(GOOD, allocation="static", workers=5, servers=1, max_workers=4), "workers",
+     "<= max_workers"),
+    # accepted before and ignored: the job was tuned and planned as if the line were not there
+    ("workers-of-a-dynamic-job", dict(GOOD, workers=2), "workers", "only for allocation: static"),
+    ("servers-of-a-dynamic-job", dict(GOOD, allocation="dynamic", servers=2), "servers", "max_servers"),
     ("fractional-epochs", dict(GOOD, max_epochs=2.5), "max_epochs", "whole number"),
     ("bad-scheduler", dict(GOOD, scheduler="volcano"), "scheduler", "default, gang"),
     ("unknown-field", dict(GOOD, target_los=0.1), "target_los", "unknown field"),
