@@ -6,6 +6,7 @@ import json
 import math
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, List, Optional
@@ -98,18 +99,23 @@ def _job_json(store: Store, job: JobRecord) -> dict[str, Any]:
 
 def _run(specs: dict[str, Any], backend: Any, json_out: bool, store: Store) -> None:
     from coach.cli.progress import watch
-    from coach.job.submit import request_stop, run_jobs
+    from coach.job.submit import run_jobs
+
+    stop = threading.Event()
 
     def interrupted(signum: int, frame: Any) -> None:
-        console.print("stopping: the running epochs end now, checkpoints are kept", style="yellow")
-        request_stop(store, list(specs))
+        """No store write here: one that met a store locked by another process waited 30 s inside
+        the handler and then raised wherever the main thread was."""
+        if not stop.is_set():
+            console.print("stopping: the running epochs end now, checkpoints are kept", style="yellow")
+        stop.set()
         backend.close()
 
     old = signal.signal(signal.SIGINT, interrupted)
     old_term = signal.signal(signal.SIGTERM, interrupted)
     try:
         # progress goes to stderr, so `--json` on stdout stays machine-readable
-        run_jobs(specs, backend, store, watch=lambda ids, done: watch(store, ids, done, console))
+        run_jobs(specs, backend, store, watch=lambda ids, done: watch(store, ids, done, console), stop=stop)
     finally:
         backend.close()
         signal.signal(signal.SIGINT, old)

@@ -12,9 +12,10 @@ Each job runs its own loop in its own thread; jobs meet only in the Coordinator.
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 import traceback
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -52,6 +53,7 @@ class JobRun:
     backend: Backend
     coordinator: Coordinator
     work_dir: Path
+    stop: threading.Event = field(default_factory=threading.Event)   # set by this process's Ctrl-C
 
 
 def deadline_for(history: list[EpochRecord], samples: int) -> float:
@@ -137,7 +139,8 @@ class JobLoop:
         self.store.add_event(self.run.job_id, kind, message)
 
     def _stop_requested(self) -> bool:
-        return self.store.stop_requested(self.run.job_id)
+        """A Ctrl-C of this process, or `coach stop` from any other."""
+        return self.run.stop.is_set() or self.store.stop_requested(self.run.job_id)
 
     def _finish(self, status: str, message: str) -> str:
         self.store.update_job(self.run.job_id, status=status, message=message)

@@ -33,20 +33,23 @@ def register(spec: JobSpec, store: Store, backend: str = "local") -> str:
 
 
 def run_jobs(jobs: dict[str, JobSpec], backend: Backend, store: Store,
-             watch: Callable[[list[str], Callable[[], bool]], None] | None = None) -> dict[str, str]:
-    """Run every job to a final status, concurrently; `watch` renders progress meanwhile.
+             watch: Callable[[list[str], Callable[[], bool]], None] | None = None,
+             stop: threading.Event | None = None) -> dict[str, str]:
+    """Run every job to a final status, concurrently; `watch` renders progress meanwhile, and
+    `stop` (a Ctrl-C) stops them all after their running epochs, as `coach stop` does.
 
     The caller has claimed the jobs (`Store.claim_job`): no other process runs them.
     """
     # a cluster's room is read again as jobs ask, and its pods keep their leases between epochs
     coordinator = Coordinator(lambda: backend.capacity, store, kept=not backend.keep_warm)
+    stop = stop or threading.Event()
     statuses: dict[str, str] = {}
     home = coach_home()
 
     def one(job_id: str, spec: JobSpec) -> None:
         try:
             try:
-                loop = JobLoop(JobRun(spec, job_id, store, backend, coordinator, home / "jobs" / job_id))
+                loop = JobLoop(JobRun(spec, job_id, store, backend, coordinator, home / "jobs" / job_id, stop))
             except Exception as e:  # the loop could not even start (e.g. dataset unreadable)
                 message = f"could not start: {e if isinstance(e, CoachError) else f'{type(e).__name__}: {e}'}"
                 store.update_job(job_id, status="failed", message=message)
@@ -72,7 +75,3 @@ def run_jobs(jobs: dict[str, JobSpec], backend: Backend, store: Store,
             t.join()
     return statuses
 
-
-def request_stop(store: Store, job_ids: list[str]) -> None:
-    for jid in job_ids:
-        store.update_job(jid, stop_requested=1)
