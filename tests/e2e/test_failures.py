@@ -214,6 +214,21 @@ def test_epochs_whose_functions_cannot_be_deployed_are_retried_after_a_growing_p
     assert len(calls) == 4 and gaps[0] >= DEPLOY_RETRY_S and gaps[1] >= 2 * DEPLOY_RETRY_S, gaps
 
 
+def test_a_stop_while_a_replica_starts_ends_the_deploy_and_its_process(coach_home: Path) -> None:
+    """A replica's start imports MXNet (2–10 s here, up to a minute on a busy machine). `coach stop`
+    used to be noticed only once every replica was ready."""
+    from coach.backends.local import LocalBackend
+    from coach.errors import BackendError
+
+    backend = LocalBackend(log_dir=coach_home / "logs")
+    try:
+        with pytest.raises(BackendError, match="stopped by request while a local scheduler function started"):
+            backend.deploy("stopping", {"scheduler": 1, "server": 1, "worker": 2}, should_stop=lambda: True)
+        assert _wait_no_processes_of(coach_home), "a replica outlived the stopped deploy"
+    finally:
+        backend.close()
+
+
 def test_an_epoch_is_not_retried_past_the_budget(tmp_path: Path, coach_home: Path) -> None:
     """Each failed attempt is paid in full, and the budget was checked only before an epoch: an
     epoch retried three times spent twice a job's budget. Injected into the real local backend

@@ -231,7 +231,7 @@ class ClusterBackend(LocalBackend):
                     self._mark_running(pod)
         except ClusterError as e:
             raise BackendError(str(e)) from None
-        super().deploy(job_id, group, placement)
+        super().deploy(job_id, group, placement, should_stop=should_stop)
         if not new:
             return None
         nodes = Counter(p["spec"]["nodeName"] for p in bound if p["metadata"]["name"] in new)

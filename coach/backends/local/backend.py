@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -29,6 +30,7 @@ from coach.roles.runner import PARENT_ENV
 
 FUNCTIONS_DIR = Path(__file__).resolve().parents[3] / "functions"
 START_TIMEOUT_S = 60.0
+STOP_POLL_S = 0.25   # how often a replica's start checks for a stop
 STOP_TIMEOUT_S = 5.0
 
 
@@ -102,10 +104,18 @@ class LocalBackend:
             stderr.close()
         return proc
 
-    def _await_port(self, proc: subprocess.Popen, role: str) -> int:
-        """The port a new replica listens on, once its handler is loaded ("listening PORT")."""
+    def _await_port(self, proc: subprocess.Popen, role: str, should_stop: Callable[[], bool]) -> int:
+        """The port a new replica listens on, once its handler is loaded ("listening PORT").
+        Loading imports MXNet (2–10 s, up to START_TIMEOUT_S on a busy machine): a stop or a
+        shutdown meanwhile ends the wait at once, not when the replica is ready."""
         assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT_S)
+        ready, end = [], time.monotonic() + START_TIMEOUT_S
+        while not ready and time.monotonic() < end:
+            if self._closed:
+                raise BackendError("the local backend is shut down (interrupted)")
+            if should_stop():
+                raise BackendError(f"stopped by request while a local {role} function started")
+            ready, _, _ = select.select([proc.stdout], [], [], min(STOP_POLL_S, max(0.0, end - time.monotonic())))
         line = proc.stdout.readline().decode().strip() if ready else ""
         if not line.startswith("listening "):
             self._stop(proc)
@@ -150,7 +160,7 @@ class LocalBackend:
             self._stop(r.proc)
         started = [(role, self._start(job_id, role)) for role, n in missing.items() for _ in range(n)]
         try:
-            fresh = [(role, _Replica(p, self._await_port(p, role))) for role, p in started]
+            fresh = [(role, _Replica(p, self._await_port(p, role, should_stop))) for role, p in started]
         except BackendError:
             for _, p in started:
                 self._stop(p)
