@@ -169,6 +169,8 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
     --backend says otherwise."""
     import dataclasses
 
+    from coach.job.loop import unpaid
+    from coach.job.submit import work_dir
     from coach.spec import MAX_NUMBER, spec_from_dict
 
     if budget is not None and not (0 < budget <= MAX_NUMBER):   # as a job file's budget
@@ -192,8 +194,12 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
     if job.status == "budget_exhausted" and (budget is None or budget <= spec.budget):
         why = f"{job.job_id} stopped on its budget of {spec.budget:.4g} ({job.message}); give a larger --budget"
         raise CoachError(why) if budget is None else SpecError("--budget", "", f"{why}, got {budget:g}")
-    if budget is not None and budget <= job.spent:
-        raise SpecError("--budget", "", f"{job.job_id} has spent {job.spent:.4g}; give more than that, got {budget:g}")
+    owed, left = unpaid(work_dir(job.job_id), store, job.job_id, spec)   # charged as the run starts
+    if budget is not None and budget <= job.spent + owed:
+        owes = (f" and owes {owed:.4g} for {', '.join(left.epochs)}, which its killed run did not record"
+                if left and owed > 0 else "")
+        raise SpecError("--budget", "", f"{job.job_id} has spent {job.spent:.4g}{owes}; give more than "
+                                        f"{job.spent + owed:.4g}, got {budget:g}")
     history = store.epochs(job.job_id)
     trained = sum(1 for e in history if e.phase == "training")
     limit = max_epochs or spec.max_epochs

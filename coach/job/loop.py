@@ -28,7 +28,7 @@ from coach.estimate.progress import progress_of, streak_of
 from coach.estimate.cost import epoch_cost
 from coach.job.coordinator import Coordinator
 from coach.job.earlier import NONE_FOUND, describe, find_earlier
-from coach.job.epoch import EpochOutcome, EpochPlan, EpochRunner, abandoned
+from coach.job.epoch import Abandoned, EpochOutcome, EpochPlan, EpochRunner, abandoned
 from coach.plan import Allocation, JobDemand, predicted_epoch_cost
 from coach.spec import JobSpec
 from coach.state.records import EpochRecord
@@ -54,6 +54,13 @@ class JobRun:
     coordinator: Coordinator
     work_dir: Path
     stop: threading.Event = field(default_factory=threading.Event)   # set by this process's Ctrl-C
+
+
+def unpaid(work_dir: Path, store: Store, job_id: str, spec: JobSpec) -> tuple[float, Abandoned | None]:
+    """What the job's killed run left unpaid, and where: charged when the job runs next, and
+    counted by `coach resume --budget` before it accepts a budget."""
+    left = abandoned(work_dir, store.settled(job_id))
+    return (measured_cost(left.function_s, spec.resources, spec.prices) if left else 0.0), left
 
 
 def deadline_for(history: list[EpochRecord], samples: int) -> float:
@@ -332,10 +339,9 @@ class JobLoop:
 
     def _charge_abandoned(self) -> None:
         """Charge the epoch that a killed run of this job (`kill -9`, a crash) left unpaid."""
-        left = abandoned(self.run.work_dir, self.store.settled(self.run.job_id))
+        cost, left = unpaid(self.run.work_dir, self.store, self.run.job_id, self.spec)
         if left is None:
             return
-        cost = measured_cost(left.function_s, self.spec.resources, self.spec.prices)
         if cost > 0:
             self.store.charge(self.run.job_id, cost, f"for {', '.join(left.epochs)}, which a killed run did not "
                               f"record ({sum(left.function_s.values()):.1f} function-seconds)",

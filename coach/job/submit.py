@@ -21,6 +21,11 @@ def new_job_id(name: str) -> str:
     return f"{name}-{uuid.uuid4().hex[:6]}"
 
 
+def work_dir(job_id: str) -> Path:
+    """The job's checkpoints and attempt folders."""
+    return coach_home() / "jobs" / job_id
+
+
 def register(spec: JobSpec, store: Store, backend: str = "local") -> str:
     """Record a new job (status queued, run by this process, on `backend`) and return its id."""
     job_id = new_job_id(spec.name)
@@ -44,12 +49,11 @@ def run_jobs(jobs: dict[str, JobSpec], backend: Backend, store: Store,
     coordinator = Coordinator(lambda: backend.capacity, store, kept=not backend.keep_warm)
     stop = stop or threading.Event()
     statuses: dict[str, str] = {}
-    home = coach_home()
 
     def one(job_id: str, spec: JobSpec) -> None:
         try:
             try:
-                loop = JobLoop(JobRun(spec, job_id, store, backend, coordinator, home / "jobs" / job_id, stop))
+                loop = JobLoop(JobRun(spec, job_id, store, backend, coordinator, work_dir(job_id), stop))
             except Exception as e:  # the loop could not even start (e.g. dataset unreadable)
                 message = f"could not start: {e if isinstance(e, CoachError) else f'{type(e).__name__}: {e}'}"
                 store.update_job(job_id, status="failed", message=message)

@@ -110,6 +110,11 @@ def test_the_epoch_a_killed_submit_left_unfinished_is_charged_at_resume(tmp_path
     spent = json.loads(run_coach("status", job_id, "--json", check=True).stdout)[0]["spent"]
     history = json.loads(run_coach("history", job_id, "--json", check=True).stdout)
     assert spent == pytest.approx(sum(r["cost"] for r in history), rel=1e-6), "the killed epoch is unpaid so far"
+    # a budget above what is spent but not above what is owed as well was accepted, and the
+    # resumed job then ended budget_exhausted at once
+    short = run_coach("resume", job_id, "--budget", f"{spent * 1.0001:.10g}")
+    assert short.returncode == 2 and "Traceback" not in short.stderr, short.stderr
+    assert "owes" in short.stderr and "training epoch 2, which its killed run did not record" in short.stderr
 
     again = run_coach("resume", job_id, "--json")
     [rec] = json.loads(again.stdout)

@@ -93,7 +93,7 @@ def test_resume_refuses_a_finished_job(tmp_path: Path, coach_home: Path) -> None
     ("nan", "--budget: must be a finite number above 0 and at most 1e+15, got nan"),   # "should be >= 0"
     ("1e300", "--budget: must be a finite number above 0 and at most 1e+15, got 1e+300"),   # accepted
     ("0", "--budget: must be a finite number above 0"),
-    ("0.0001", "--budget: stopped has spent 0.001; give more than that, got 0.0001"),   # exit 1
+    ("0.0001", "--budget: stopped has spent 0.001; give more than 0.001, got 0.0001"),   # exit 1
 ])
 def test_resume_refuses_a_bad_budget_as_bad_input_and_keeps_the_job(coach_home: Path, budget: str, said: str) -> None:
     store = Store()
