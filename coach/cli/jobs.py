@@ -104,11 +104,12 @@ def _run(specs: dict[str, Any], backend: Any, json_out: bool, store: Store) -> N
     stop = threading.Event()
 
     def interrupted(signum: int, frame: Any) -> None:
-        """No store write here: one that met a store locked by another process waited 30 s inside
-        the handler and then raised wherever the main thread was."""
-        if not stop.is_set():
-            console.print("stopping: the running epochs end now, checkpoints are kept", style="yellow")
+        """Once, and no store write: a held-down Ctrl-C re-entered the handler inside its own
+        write, which then waited 30 s for its own lock and lost the stop."""
+        if stop.is_set():
+            return
         stop.set()
+        console.print("stopping: the running epochs end now, checkpoints are kept", style="yellow")
         backend.close()
 
     old = signal.signal(signal.SIGINT, interrupted)

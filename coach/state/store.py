@@ -116,6 +116,21 @@ def _job_values(values: dict[str, Any]) -> dict[str, Any]:
     return {**values, "updated_at": time.time()}
 
 
+def _use_wal(c: sqlite3.Connection) -> None:
+    """Switch the store to write-ahead logging (readers never wait for a writer), once. Two
+    processes opening a new store together could both ask, and SQLite then refuses one at
+    once rather than wait, which said "locked for 30 s" after a few milliseconds."""
+    end = time.monotonic() + LOCK_TIMEOUT_S
+    while True:
+        try:
+            c.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if not getattr(e, "sqlite_errorname", "").startswith("SQLITE_BUSY") or time.monotonic() > end:
+                raise
+            time.sleep(0.02)
+
+
 class Store:
     """Jobs, epochs and events of every run on this machine."""
 
@@ -124,7 +139,7 @@ class Store:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._connect() as c:
-                c.execute("PRAGMA journal_mode=WAL")
+                _use_wal(c)
                 c.executescript(SCHEMA)
                 for table, added in _ADDED_COLUMNS.items():
                     have = {r["name"] for r in c.execute(f"PRAGMA table_info({table})")}
