@@ -215,6 +215,8 @@ def _build_problem(source: str) -> str | None:
     except (SyntaxError, ValueError) as e:   # ValueError: a NUL byte, on some Python versions
         line = getattr(e, "lineno", None)
         return f"{f'line {line}: ' if line else ''}syntax error: {getattr(e, 'msg', None) or e}"
+    except (RecursionError, MemoryError):   # e.g. one expression of 3,000 terms
+        return "too deeply nested for Python to parse (split its longest expression)"
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "build":
             a = node.args
@@ -233,8 +235,10 @@ def _build_problem(source: str) -> str | None:
             names = [t.id for t in targets if isinstance(t, ast.Name)]
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names = [a.asname or a.name for a in node.names]
-        if "build" in names:
-            return None   # bound some other way (an import, a partial): checked when it runs
+        elif isinstance(node, ast.ClassDef):
+            names = [node.name]   # class build(HybridBlock): build(num_classes) makes the block
+        if "build" in names or "*" in names:
+            return None   # bound some other way (an import, a partial, a class): checked when it runs
     return "must define build(num_classes) returning a Gluon Block (no top-level build found)"
 
 
@@ -283,6 +287,11 @@ def _dataset(r: _Reader, base: Path) -> dict[str, Any]:
         if size > MAX_SYNTHETIC_VALUES:
             raise r.fail("dataset.samples", f"samples × shape is {size:g} values, more than "
                                             f"{MAX_SYNTHETIC_VALUES:g} ({MAX_SYNTHETIC_VALUES * 4 / 2**30:g} GiB)")
+        # each class has a centre of the samples' shape and an output of the network: 10**12 was
+        # accepted, and every attempt's worker then died allocating 466 TiB of centres
+        if o["classes"] > min(o["samples"], MAX_SYNTHETIC_CLASSES):
+            raise r.fail("dataset.classes", f"must be at most the samples ({o['samples']}) and at most "
+                                            f"{MAX_SYNTHETIC_CLASSES}, got {o['classes']}")
     return d
 
 
@@ -317,8 +326,6 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise r.fail("name", f"must be 1-40 lowercase letters, digits or '-', got {_shown(name)}")
     allocation = r.choice("allocation", ("dynamic", "static"), "dynamic")
-    max_workers = r.number("max_workers", 8, integer=True, ge=1)
-    max_servers = r.number("max_servers", 4, integer=True, ge=1)
     for key in ("workers", "servers"):
         if allocation == "static" and key not in data:
             raise r.fail(key, "missing: a static allocation needs workers and servers")
@@ -327,6 +334,11 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
                               f"the planner (bound them with max_{key}, or set allocation: static)")
     workers = r.number("workers", 1, integer=True, ge=1)
     servers = r.number("servers", 1, integer=True, ge=1)
+    # a static job's limits default to its allocation: 10 workers were refused as "more than
+    # max_workers (8)", and 1 worker with a batch of 4 as "batch_size must be >= max_workers (8)"
+    static = allocation == "static"
+    max_workers = r.number("max_workers", workers if static else 8, integer=True, ge=1)
+    max_servers = r.number("max_servers", servers if static else 4, integer=True, ge=1)
     if workers > max_workers:
         raise r.fail("workers", f"must be <= max_workers ({max_workers}), got {workers}")
     if servers > max_servers:
@@ -363,6 +375,8 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
     if momentum >= 1:
         raise r.fail("momentum", f"must be < 1 (at 1 or more the updates grow without bound), got {momentum:g}")
     consecutive = r.number("consecutive", 3, integer=True, ge=1)
+    if consecutive > MAX_CONSECUTIVE:   # the stop rule's chain grows with it (10,000: minutes per prediction)
+        raise r.fail("consecutive", f"must be at most {MAX_CONSECUTIVE}, got {consecutive}")
     max_epochs = r.number("max_epochs", 50, integer=True, ge=1)
     if consecutive > max_epochs and "consecutive" not in r.data:   # the file set max_epochs only
         raise r.fail("max_epochs", f"must be >= consecutive ({consecutive} by default): the stop rule needs "
@@ -400,6 +414,11 @@ so a smaller one was overspent hundreds of times by the first (mini-)epoch."""
 
 MAX_SYNTHETIC_VALUES = 2 * 10**9 // 4
 """At most 2 GiB of float32 for a generated dataset (it lives in every role process)."""
+MAX_CONSECUTIVE = 1000
+"""Epochs in a row of the stop rule, as `coach estimate --consecutive` allows."""
+
+MAX_SYNTHETIC_CLASSES = 100_000
+"""Classes of a generated dataset: their centres (classes × shape values) and the network's output layer."""
 NUMBER_TEXT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 """A number YAML 1.1 reads as text: an exponent without a dot (1e-1, 1e3)."""
 LENET_MIN_SIDE = 4

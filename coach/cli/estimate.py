@@ -127,7 +127,7 @@ def earlier_of(path: Path) -> EarlierRun:
 def estimate(
     curve: Annotated[Path, typer.Argument(metavar="CURVE.csv", help="CSV of 'epoch,loss' rows (first row: epoch 1).")],
     target: Annotated[float, typer.Option("--target", help="Target validation loss.")],
-    consecutive: Annotated[int, typer.Option("--consecutive", min=1, max=1000,
+    consecutive: Annotated[int, typer.Option("--consecutive", min=1, max=1000,  # spec.MAX_CONSECUTIVE
                                              help="Epochs in a row at or below the target (Coach stops at 3).")] = 1,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     earlier: Annotated[list[Path] | None, typer.Option(

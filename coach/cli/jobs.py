@@ -176,6 +176,8 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
 
     if budget is not None and not (0 < budget <= MAX_NUMBER):   # as a job file's budget
         raise SpecError("--budget", "", f"must be a finite number above 0 and at most {MAX_NUMBER:g}, got {budget:g}")
+    if max_epochs is not None and max_epochs > MAX_NUMBER:   # as a job file's max_epochs
+        raise SpecError("--max-epochs", "", f"must be at most {MAX_NUMBER:g}, got {max_epochs}")
     store = Store()
     job = store.job(job_id)
     if job.status == "succeeded":

@@ -89,18 +89,21 @@ def test_resume_refuses_a_finished_job(tmp_path: Path, coach_home: Path) -> None
     assert again.returncode == 1 and "succeeded" in again.stderr and "Traceback" not in again.stderr
 
 
-@pytest.mark.parametrize(("budget", "said"), [
-    ("nan", "--budget: must be a finite number above 0 and at most 1e+15, got nan"),   # "should be >= 0"
-    ("1e300", "--budget: must be a finite number above 0 and at most 1e+15, got 1e+300"),   # accepted
-    ("0", "--budget: must be a finite number above 0"),
-    ("0.0001", "--budget: stopped has spent 0.001; give more than 0.001, got 0.0001"),   # exit 1
+@pytest.mark.parametrize(("option", "said"), [
+    (("--budget", "nan"), "--budget: must be a finite number above 0 and at most 1e+15, got nan"),   # "should be >= 0"
+    (("--budget", "1e300"), "--budget: must be a finite number above 0 and at most 1e+15, got 1e+300"),   # accepted
+    (("--budget", "0"), "--budget: must be a finite number above 0"),
+    (("--budget", "0.0001"), "--budget: stopped has spent 0.001; give more than 0.001, got 0.0001"),   # exit 1
+    # accepted, and a reviewer's job then trained for 9 minutes until its budget ran out
+    (("--max-epochs", "99999999999999999999"), "--max-epochs: must be at most 1e+15"),
 ])
-def test_resume_refuses_a_bad_budget_as_bad_input_and_keeps_the_job(coach_home: Path, budget: str, said: str) -> None:
+def test_resume_refuses_bad_limits_as_bad_input_and_keeps_the_job(coach_home: Path, option: tuple[str, str],
+                                                                   said: str) -> None:
     store = Store()
     spec = dataclasses.asdict(parse_spec(dict(FAST_JOB, name="stopped", budget=0.01), "j.yaml"))
     store.create_job("stopped", "stopped", "j.yaml", spec, 0.3, 0.01)
     store.update_job("stopped", status="stopped", message="stopped by request", spent=0.001)
-    proc = run_coach("resume", "stopped", "--budget", budget)
+    proc = run_coach("resume", "stopped", *option)
     assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     job = store.job("stopped")
     assert (job.status, job.budget, job.spent) == ("stopped", 0.01, 0.001)

@@ -17,6 +17,17 @@ def test_a_tiny_budget_is_fine_when_the_functions_are_free() -> None:
     assert parse_spec(dict(GOOD, budget=1e-9, prices={"cpu_core_second": 0, "gib_second": 0}), "x.yaml").budget == 1e-9
 
 
+def test_a_static_jobs_limits_default_to_its_allocation() -> None:
+    """Refused before: 10 workers as "more than max_workers (8)", a batch of 4 for 1 worker as
+    "batch_size must be >= max_workers (8)"."""
+    big = parse_spec(dict(GOOD, allocation="static", workers=10, servers=5), "x.yaml")
+    assert (big.max_workers, big.max_servers) == (10, 5)
+    small = parse_spec(dict(GOOD, allocation="static", workers=1, servers=1, batch_size=4, tuning_samples=2), "x.yaml")
+    assert (small.max_workers, small.batch_size) == (1, 4)
+    with pytest.raises(SpecError, match="<= max_workers"):   # a limit the file gives still holds
+        parse_spec(dict(GOOD, allocation="static", workers=10, servers=1, max_workers=8), "x.yaml")
+
+
 def test_defaults_and_quantities() -> None:
     spec = parse_spec(dict(GOOD, resources={"worker": {"cpu": "1500m", "memory": "512Mi"}}), "x.yaml")
     assert spec.resources["worker"].cpu == 1.5
@@ -46,6 +57,8 @@ MODEL_FILES = [
     ("keyword-only", "def build(num_classes, *, width):\n    pass\n", "exactly one argument"),
     ("async", "async def build(num_classes):\n    pass\n", "not async"),
     ("nul-byte", "def build(n):\n    pass\n\0", "syntax error: source code string cannot contain null bytes"),
+    # a traceback before (RecursionError in the parser)
+    ("deeply-nested", "def build(n):\n    return " + "+".join(["1"] * 3000) + "\n", "too deeply nested"),
 ]
 
 
@@ -63,6 +76,8 @@ def test_model_file_checked_without_running_it(tmp_path: Path, case: str, source
     "from functools import partial\nbuild = partial(print)\n",
     "from mymodels import make as build\n",
     "import sys\nif sys:\n    pass\ndef build(n: int) -> object:\n    pass\n",
+    "class build:\n    def __init__(self, num_classes):\n        pass\n",   # refused before
+    "from mymodels import *\n",
 ])
 def test_model_file_build_forms_accepted(tmp_path: Path, source: str) -> None:
     (tmp_path / "net.py").write_text(source)
@@ -97,6 +112,13 @@ BROKEN = [
      "<= max_workers"),
     # accepted before and ignored: the job was tuned and planned as if the line were not there
     ("workers-of-a-dynamic-job", dict(GOOD, workers=2), "workers", "only for allocation: static"),
+    ("consecutive-beyond-the-stop-rule-chain", dict(GOOD, consecutive=1001, max_epochs=2000), "consecutive",
+     "at most 1000"),
+    # accepted before: every attempt's worker died allocating 466 TiB of class centres
+    ("too-many-classes", dict(GOOD, dataset={"name": "synthetic", "classes": 10**12}), "dataset.classes",
+     "at most the samples (4000)"),
+    ("more-classes-than-samples", dict(GOOD, dataset={"name": "synthetic", "samples": 100, "classes": 101}),
+     "dataset.classes", "at most the samples (100)"),
     ("servers-of-a-dynamic-job", dict(GOOD, allocation="dynamic", servers=2), "servers", "max_servers"),
     ("fractional-epochs", dict(GOOD, max_epochs=2.5), "max_epochs", "whole number"),
     ("bad-scheduler", dict(GOOD, scheduler="volcano"), "scheduler", "default, gang"),
