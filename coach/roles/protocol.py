@@ -115,6 +115,10 @@ def parse_task(body: Any) -> EpochTask:
             raise EventError("shard", f"must be in [0, {task.workers}), got {task.shard}")
         if not task.dataset.get("name"):
             raise EventError("dataset.name", "missing")
+        from coach.data.datasets import DATASETS   # numpy: only where a worker's event is read
+
+        if not isinstance(task.dataset["name"], str) or task.dataset["name"] not in DATASETS:
+            raise EventError("dataset.name", f"must be one of {', '.join(DATASETS)}, got {task.dataset['name']!r}")
         if not (task.model.get("name") or task.model.get("file")):
             raise EventError("model.name", "missing")
         if not task.checkpoint_out:

@@ -177,7 +177,12 @@ def main() -> int:
     for line in sys.stdin:
         task = parse_task(line)
         if task.role == "worker":  # load once here; every forked worker shares it copy-on-write
-            load_dataset(task.dataset["name"], {k: v for k, v in task.dataset.items() if k != "name"})
+            try:
+                load_dataset(task.dataset["name"], {k: v for k, v in task.dataset.items() if k != "name"})
+            except Exception as e:   # options a job file could not give: this event fails, the replica stays warm
+                emit({"event": "finished", "code": 3, "result": {
+                    "role": task.role, "error": f"dataset {task.dataset}: {type(e).__name__}: {e}", "permanent": True}})
+                continue
         _fork_role(task, emit)
     return 0
 

@@ -57,6 +57,9 @@ CASES = [
     ("zero-workers", dict(VALID, workers=0), "workers"),
     ("shard-out-of-range", dict(VALID, shard=2), "shard"),
     ("no-dataset", dict(VALID, dataset={}), "dataset.name"),
+    # both killed the replica's warm fork-server (500, MXNet imported again for the next event)
+    ("unknown-dataset", dict(VALID, dataset={"name": "foo"}), "dataset.name"),
+    ("dataset-name-a-number", dict(VALID, dataset={"name": 5}), "dataset.name"),
     ("no-model", dict(VALID, model={}), "model.name"),
     ("tiny-batch", dict(VALID, hyper={"batch_size": 1}), "hyper.batch_size"),
     ("negative-deadline", dict(VALID, deadline_s=-1), "deadline_s"),
@@ -76,6 +79,21 @@ def test_malformed_event_gets_400_naming_the_field(worker_url: str, body, field:
     answer = r.json()
     assert answer["field"] == field
     assert answer["error"].startswith(f"{field}: ")
+
+
+def test_dataset_options_that_do_not_load_fail_the_event_not_the_replica() -> None:
+    """A job file cannot give these (the spec checks them), an event can: the fork-server died
+    loading them, and the next event paid for importing MXNet again."""
+    with fresh_replica() as (proc, url):
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+        r = httpx.post(url, json=dict(VALID, dataset={"name": "synthetic", "samples": "abc"}), timeout=120)
+        assert r.status_code == 500 and r.json()["permanent"], r.text
+        assert "dataset" in r.json()["error"] and "fork-server" not in r.json()["error"], r.text
+        before = children.read_text().split()
+        assert len(before) == 1, before   # the fork-server lives on
+        again = httpx.post(url, json=dict(VALID, deadline_s=3), timeout=120)
+        assert again.status_code == 504 and "deadline" in again.json()["error"], again.text
+        assert children.read_text().split() == before, "the same warm fork-server served the next event"
 
 
 def test_role_group_that_never_forms_is_killed_at_its_deadline(worker_url: str) -> None:
