@@ -38,6 +38,8 @@ class Curve:
 
 MAX_ROWS = 100_000
 """Rows of a curve: 100,000 take about 11 s to fit here, a million took 57 s and 830 MB."""
+MAX_BYTES = 16 * 2**20
+"""A curve file's size: 100,000 rows of 'epoch,loss,train_loss' are about 3 MiB."""
 
 
 def read_curve(path: Path) -> Curve:
@@ -48,14 +50,23 @@ def read_curve(path: Path) -> Curve:
     """
     source = str(path)
     try:
-        text = path.read_text(encoding="utf-8-sig")   # a spreadsheet's byte-order mark is not data
-    except OSError as exc:
-        raise SpecError(source, "", f"cannot read the file: {exc.strerror or exc}") from exc
+        if not path.is_file():   # a FIFO waited forever, /dev/zero filled the memory
+            raise SpecError(source, "", "no such file" if not path.exists() else "not a regular file")
+        with path.open("rb") as f:
+            data = f.read(MAX_BYTES + 1)
+        text = data.decode("utf-8-sig")   # a spreadsheet's byte-order mark is not data
     except UnicodeDecodeError as exc:
         raise SpecError(source, "", f"not a UTF-8 text file (byte {exc.start}): expected lines of "
                                     "'epoch,loss'") from None
-    rows = [(n, row) for n, row in enumerate(csv.reader(text.splitlines()), start=1)
-            if row and any(c.strip() for c in row) and not row[0].lstrip().startswith("#")]
+    except (OSError, ValueError) as exc:   # ValueError: a NUL byte in the name
+        raise SpecError(source, "", f"cannot read the file: {getattr(exc, 'strerror', None) or exc}") from None
+    if len(data) > MAX_BYTES:
+        raise SpecError(source, "", f"larger than {MAX_BYTES // 2**20} MiB: a curve has one line per epoch")
+    try:
+        rows = [(n, row) for n, row in enumerate(csv.reader(text.splitlines()), start=1)
+                if row and any(c.strip() for c in row) and not row[0].lstrip().startswith("#")]
+    except csv.Error as exc:   # e.g. a field of more than 128 KiB
+        raise SpecError(source, "", f"not CSV of 'epoch,loss' lines: {exc}") from None
     if not rows:
         raise SpecError(source, "", "no rows: expected lines of 'epoch,loss'")
     i_epoch, i_loss, i_train = 0, 1, None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -171,8 +172,20 @@ def test_bad_csv_raises_spec_error_naming_line_and_field(tmp_path, content, mess
 
 
 def test_missing_file_is_a_spec_error(tmp_path):
-    with pytest.raises(SpecError, match="cannot read"):
+    with pytest.raises(SpecError, match="no such file"):
         CliRunner().invoke(app, ["estimate", str(tmp_path / "nope.csv"), "--target", "0.2"], catch_exceptions=False)
+
+
+@pytest.mark.parametrize("which", ["fifo", "device", "folder"])
+def test_a_file_that_is_not_regular_is_refused_unread(tmp_path, which):
+    """A FIFO waited forever for a writer, /dev/zero was read until the memory ran out."""
+    path = {"fifo": tmp_path / "f.csv", "device": Path("/dev/zero"), "folder": tmp_path}[which]
+    if which == "fifo":
+        os.mkfifo(path)
+    good = write_curve(tmp_path, np.arange(1, 11, dtype=float), 1 / (0.5 * np.arange(1, 11) + 1) + 0.1)
+    for args in ([str(path)], [str(good), "--earlier", str(path)]):
+        with pytest.raises(SpecError, match=f"{re.escape(str(path))}: not a regular file"):
+            CliRunner().invoke(app, ["estimate", *args, "--target", "0.2"], catch_exceptions=False)
 
 
 @pytest.mark.parametrize("target", ["0", "-1", "nan", "inf"])
@@ -193,6 +206,10 @@ def test_byte_order_mark_is_not_part_of_the_header(tmp_path):
     ("content", "message"),
     [
         pytest.param("epoch,loss\n".encode("utf-16"), "not a UTF-8 text file", id="utf-16"),
+        # both were tracebacks (csv.Error), or read whole into memory first
+        pytest.param(b"x" * 200_000 + b"\n", "not CSV of 'epoch,loss' lines: field larger than field limit",
+                     id="a-line-of-200-KB"),
+        pytest.param(b"#" * (16 * 2**20 + 1), "larger than 16 MiB", id="over-16-MiB"),
         pytest.param(b"epoch,loss\n1,1e308\n2,1e307\n3,1e306\n4,1e305\n",
                      "loss: values too large to fit a curve to (the largest is 1e+308)", id="huge"),
         # the scipy error for these was a ValueError: a traceback
