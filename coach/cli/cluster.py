@@ -202,7 +202,7 @@ def _workload(workload: Optional[Path], jobs: Optional[int], gap: Optional[float
     file are refused (they were ignored without a word)."""
     from coach.errors import SpecError
     from coach.experiment import load_workload, random_workload
-    from coach.experiment.workload import MAX_SECONDS
+    from coach.experiment.workload import MAX_JOBS, MAX_SECONDS
 
     if workload is not None:
         given = [o for o, v in (("--jobs", jobs), ("--gap", gap), ("--seed", seed if seed_given else None))
@@ -213,6 +213,8 @@ def _workload(workload: Optional[Path], jobs: Optional[int], gap: Optional[float
         return load_workload(workload)
     jobs, gap, seed = (RANDOM_JOBS if jobs is None else jobs, RANDOM_GAP_S if gap is None else gap,
                        RANDOM_SEED if seed is None else seed)
+    if jobs > MAX_JOBS:
+        raise SpecError("--jobs", "", f"must be at most {MAX_JOBS}, got {jobs}")
     if gap != gap or gap == float("inf"):
         raise SpecError("--gap", "", f"must be a finite number of seconds, got {gap}")
     arrivals = random_workload(jobs, seed, mean_gap_s=gap)

@@ -12,11 +12,13 @@ from typing import Any
 
 from coach import quantities
 from coach.backends.cluster.backend import LABEL_JOB, LABEL_ROLE, MIN_GROUP
+from coach.cluster.control_plane import MAX_NODE_CPU, MAX_NODE_GIB
 from coach.errors import SpecError
 from coach.spec import NUMBER_TEXT, read_yaml
 
 FIELDS = {"name", "at", "pods", "min_group", "cpu", "memory", "run"}
 MAX_PODS = 1000
+MAX_JOBS = 1000   # of a workload, each a pod group on the real apiserver (100,000 ran for minutes unsaid)
 MAX_SECONDS = 86400.0   # a day: arrivals, run times and stalls; the simulation draws every poll up to the last
 NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?")   # a label value and a pod-name prefix
 
@@ -79,6 +81,8 @@ def load_workload(path: Path) -> list[JobArrival]:
         raise SpecError(str(path), extra[0], "unknown field; a workload file holds only `jobs`")
     if not isinstance(raw, dict) or not isinstance(raw.get("jobs"), list) or not raw["jobs"]:
         raise SpecError(str(path), "jobs", "must be a non-empty list of jobs")
+    if len(raw["jobs"]) > MAX_JOBS:
+        raise SpecError(str(path), "jobs", f"at most {MAX_JOBS} jobs, got {len(raw['jobs'])}")
     out: list[JobArrival] = []
     names: dict[str, int] = {}
     for i, item in enumerate(raw["jobs"]):
@@ -118,14 +122,15 @@ def _job(path: Path, where: str, item: dict, i: int) -> JobArrival:
     min_group = number("min_group", pods, 3, MAX_PODS, integer=True)
     if min_group > pods:
         raise SpecError(str(path), f"{where}.min_group", f"{min_group} is more than the job's {pods} pods")
+    # requests are written in millicores and MiB; at most what a node can be (1e308 was a traceback)
     cpu = quantities.cores(str(item.get("cpu", "1")))
-    if cpu is None or cpu < 0.001:   # requests are written in millicores
-        raise SpecError(str(path), f"{where}.cpu", f"must be a CPU quantity of at least 1m such as 1 or 500m, "
-                                                   f"got {item['cpu']!r}")
+    if cpu is None or not 0.001 <= cpu <= MAX_NODE_CPU:
+        raise SpecError(str(path), f"{where}.cpu", f"must be a CPU quantity from 1m to {MAX_NODE_CPU} cores such as "
+                                                   f"1 or 500m, got {item['cpu']!r}")
     memory = quantities.gib(str(item.get("memory", "1Gi")))
-    if memory is None or memory < 1 / 1024:   # and memory in MiB
-        raise SpecError(str(path), f"{where}.memory",
-                        f"must be a memory quantity of at least 1Mi such as 1Gi or 512Mi, got {item['memory']!r}")
+    if memory is None or not 1 / 1024 <= memory <= MAX_NODE_GIB:
+        raise SpecError(str(path), f"{where}.memory", f"must be a memory quantity from 1Mi to {MAX_NODE_GIB} GiB such "
+                                                      f"as 1Gi or 512Mi, got {item['memory']!r}")
     if "run" not in item:
         raise SpecError(str(path), f"{where}.run", "missing: seconds the job runs once its minimum group is bound")
     return JobArrival(name=name, at=float(number("at", 0, 0, MAX_SECONDS)), pods=pods, min_group=min_group,

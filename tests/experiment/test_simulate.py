@@ -229,6 +229,7 @@ def test_the_random_workloads_options_are_refused_with_a_workload_file(tmp_path:
     (["--stall", "inf"], "--stall: must be from 1 to 86400 seconds, got inf"),
     (["--stall", "nan"], "Invalid value for '--stall'"),
     (["--gap", "1e308", "--jobs", "3"], "--gap: 3 jobs 1e+308 s apart arrive over"),
+    (["--jobs", "100000", "--gap", "0"], "--jobs: must be at most 1000, got 100000"),   # ran for minutes unsaid
     (["--nodes", "0"], "Invalid value for '--nodes'"),
     (["--plot", "x.gif"], "--plot: cannot write '.gif' files"),
     (["--schedulers", "nope"], "--schedulers: unknown scheduler 'nope'; known: default-scheduler, bin-pack, "
