@@ -17,7 +17,7 @@ from rich.text import Text
 
 from coach.cli import format as fmt
 from coach.cli.format import PipeSafeConsole
-from coach.errors import CoachError, SpecError
+from coach.errors import CoachError, SpecError, StateError
 from coach.state.records import FINAL_STATUSES, NONE_FOUND, JobRecord
 from coach.state.store import Store
 
@@ -35,6 +35,15 @@ ResumeBackendOpt = typer.Option(None, "--backend", help="Where role functions ru
 
 
 def _backend(name: str, cpu: float | None, store: Store):
+    """The backend to run on, checked before anything is recorded, with the folders it writes."""
+    from coach.job.submit import jobs_dir
+
+    for folder in (jobs_dir(), store.path.parent / "logs"):
+        try:   # a file in their place failed the job as an internal error after it was recorded
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StateError(f"{folder}: cannot be used as a folder ({e.strerror}): move what is there away, "
+                             "or set COACH_HOME to another folder") from None
     if name not in ("local", "cluster"):
         raise SpecError("--backend", "", f"unknown backend {name!r}; available: local, cluster")
     if cpu is not None and not math.isfinite(cpu):

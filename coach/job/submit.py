@@ -21,9 +21,14 @@ def new_job_id(name: str) -> str:
     return f"{name}-{uuid.uuid4().hex[:6]}"
 
 
+def jobs_dir() -> Path:
+    """Every job's work folder."""
+    return coach_home() / "jobs"
+
+
 def work_dir(job_id: str) -> Path:
     """The job's checkpoints and attempt folders."""
-    return coach_home() / "jobs" / job_id
+    return jobs_dir() / job_id
 
 
 def register(spec: JobSpec, store: Store, backend: str = "local") -> str:

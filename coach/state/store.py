@@ -74,10 +74,10 @@ _JOB_QUERY = ("SELECT jobs.*, runs.pid AS run_pid, runs.owner AS run_owner "
 
 def coach_home() -> Path:
     """Where Coach keeps its state: $COACH_HOME, else $XDG_DATA_HOME/coach, else ~/.local/share/coach."""
-    try:
+    try:   # absolute: checkpoint paths are stored, and a resume from another folder must find them
         if os.environ.get("COACH_HOME"):
-            return Path(os.environ["COACH_HOME"]).expanduser()
-        return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")).expanduser() / "coach"
+            return Path(os.environ["COACH_HOME"]).expanduser().absolute()
+        return (Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")).expanduser() / "coach").absolute()
     except RuntimeError as e:   # `~someone` for a user this system does not know
         raise StateError(f"COACH_HOME / XDG_DATA_HOME: cannot be used: {e}") from None
 
@@ -151,8 +151,11 @@ class Store:
                                 if "duplicate column" not in str(e):
                                     raise
         except OSError as e:
-            hint = (f"; {self.path.parent} must be a folder (set COACH_HOME to one)"
-                    if self.path.parent.exists() and not self.path.parent.is_dir() else "")
+            try:
+                hint = (f"; {self.path.parent} must be a folder (set COACH_HOME to one)"
+                        if self.path.parent.exists() and not self.path.parent.is_dir() else "")
+            except OSError:   # e.g. a name too long to look up
+                hint = ""
             raise StateError(f"{self.path}: cannot create the state store: {e.strerror}{hint}") from None
 
     @contextmanager

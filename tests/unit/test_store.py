@@ -181,6 +181,34 @@ def test_a_store_that_cannot_be_opened_says_why(tmp_path: Path) -> None:
         Store(tmp_path / "coach.db")
 
 
+def test_a_coach_home_too_long_to_look_up_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a traceback: the hint's own look-up of the folder raised "File name too long"
+    monkeypatch.setenv("COACH_HOME", "/tmp/" + "a" * 300)
+    with pytest.raises(StateError, match="cannot create the state store: File name too long"):
+        Store()
+
+
+def test_a_relative_coach_home_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checkpoint paths are stored: a job submitted with COACH_HOME=relhome failed when it was
+    resumed from another folder with COACH_HOME=../relhome ("not a complete checkpoint")."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COACH_HOME", "relhome")
+    assert store_module.coach_home() == tmp_path / "relhome"
+
+
+@pytest.mark.parametrize("folder", ["jobs", "logs"])
+def test_a_file_where_coach_keeps_a_folder_is_named_before_a_job_is_recorded(coach_home: Path, folder: str) -> None:
+    """The job was recorded, then failed as "internal error: NotADirectoryError"."""
+    from tests.conftest import ROOT, run_coach
+
+    coach_home.mkdir()
+    (coach_home / folder).write_text("")
+    proc = run_coach("submit", str(ROOT / "jobs" / "mlp-digits.yaml"))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{coach_home / folder}: cannot be used as a folder" in proc.stderr, proc.stderr
+    assert Store().jobs() == []
+
+
 def test_a_store_made_before_a_column_was_added_keeps_its_jobs(tmp_path: Path) -> None:
     path = tmp_path / "coach.db"
     old = sqlite3.connect(path)   # the jobs table as Coach made it before `val_epoch`
