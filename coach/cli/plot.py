@@ -9,7 +9,7 @@ import typer
 
 from coach.cli.format import plot_file
 from coach.data import train_size
-from coach.errors import CoachError
+from coach.errors import CoachError, SpecError, StateError
 from coach.state.store import Store
 
 
@@ -30,13 +30,18 @@ def plot(job_id: str = typer.Argument(..., metavar="JOB"),
     if not epochs:
         raise CoachError(f"{job.job_id} has no recorded epochs yet; nothing to plot")
     spec = store.spec(job.job_id)
-    n_train = _epoch_size(spec)
-    earlier = [e.run for e in find_earlier(store, job, spec, n_train)]   # the runs the job's ETA asked
-    fit, speed = fit_history(epochs, int(spec.get("batch_size", 64)), n_train, earlier=earlier)
+    try:   # written by Coach at submit; a hand edit failed here as AttributeError, KeyError or ValueError
+        n_train = _epoch_size(spec)
+        earlier = [e.run for e in find_earlier(store, job, spec, n_train)]   # the runs the job's ETA asked
+        batch, consecutive = int(spec.get("batch_size", 64)), int(spec.get("consecutive", 3))
+        limits = (int(spec["max_workers"]), int(spec["max_servers"])) if "max_servers" in spec else None
+    except (AttributeError, KeyError, TypeError, ValueError, SpecError) as e:
+        raise StateError(f"{store.path}: job {job.job_id}: spec_json: cannot be read back ({type(e).__name__}: "
+                         f"{e}); the row was edited or damaged") from None
+    fit, speed = fit_history(epochs, batch, n_train, earlier=earlier)
     try:
-        path = plot_job(output, epochs, job.target_loss, fit, speed, consecutive=int(spec.get("consecutive", 3)),
-                        title=f"{job.job_id} ({job.status})", samples_per_epoch=n_train,
-                        limits=(spec["max_workers"], spec["max_servers"]) if "max_servers" in spec else None)
+        path = plot_job(output, epochs, job.target_loss, fit, speed, consecutive=consecutive,
+                        title=f"{job.job_id} ({job.status})", samples_per_epoch=n_train, limits=limits)
     except OSError as e:
         raise CoachError(f"{output}: cannot write the plot: {e.strerror or e}") from None
     print(path)

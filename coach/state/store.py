@@ -340,9 +340,11 @@ class Store:
 
     def events(self, job_id: str) -> list[dict[str, Any]]:
         with self._connect() as c:
-            rows = c.execute("SELECT ts, kind, message FROM events WHERE job_id = ? ORDER BY id",
+            rows = c.execute("SELECT job_id, ts, kind, message FROM events WHERE job_id = ? ORDER BY id",
                              (self.resolve(job_id),)).fetchall()
-        return [dict(r) for r in rows]
+        for r in rows:
+            self._numbers(r, ("ts",))
+        return [dict(ts=r["ts"], kind=r["kind"], message=r["message"]) for r in rows]
 
     # -- which process runs a job ----------------------------------------------------------
     def claim_job(self, job_id: str) -> int | None:

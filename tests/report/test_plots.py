@@ -128,6 +128,32 @@ def test_plot_command_output_paths(tmp_path, stored_job, monkeypatch, output, wr
             CliRunner().invoke(app, ["job1", "-o", output], catch_exceptions=False)
 
 
+@pytest.mark.parametrize("edit", [
+    {"dataset": "mnist-5k"},                  # AttributeError
+    {"dataset": {"name": "foo"}},             # KeyError
+    {"batch_size": "abc"},                    # ValueError
+    {"max_workers": [], "max_servers": 2},    # TypeError
+])
+def test_a_recorded_spec_edited_by_hand_is_named_not_a_traceback(tmp_path, stored_job, monkeypatch, edit):
+    import json
+    import sqlite3
+
+    import typer
+    from typer.testing import CliRunner
+
+    from coach.cli.plot import plot
+    from coach.errors import StateError
+
+    spec = dict(stored_job.spec("job1"), **edit)
+    with sqlite3.connect(stored_job.path) as c:
+        c.execute("UPDATE jobs SET spec_json = ? WHERE job_id = 'job1'", (json.dumps(spec),))
+    monkeypatch.chdir(tmp_path)
+    app = typer.Typer()
+    app.command()(plot)
+    with pytest.raises(StateError, match="job job1: spec_json: cannot be read back .*edited or damaged"):
+        CliRunner().invoke(app, ["job1"], catch_exceptions=False)
+
+
 def test_plot_draws_the_earlier_run_the_eta_asked(tmp_path, monkeypatch):
     from coach.state.store import Store
 

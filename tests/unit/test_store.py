@@ -240,6 +240,7 @@ def test_a_coach_home_of_an_unknown_user_is_named(monkeypatch: pytest.MonkeyPatc
         ("jobs", "spec_json", "not json", "spec", "spec_json: not JSON"),
         ("jobs", "spec_json", "[1, 2]", "spec", "spec_json: not a JSON object"),
         ("epochs", "val_loss", "abc", "epochs", "val_loss: not a number: 'abc'"),
+        ("events", "ts", "abc", "events", "ts: not a number: 'abc'"),   # a TypeError in status and events
     ],
 )
 def test_a_row_edited_by_hand_is_named_not_a_traceback(store: Store, table: str, column: str, value: str,
@@ -250,6 +251,7 @@ def test_a_row_edited_by_hand_is_named_not_a_traceback(store: Store, table: str,
 
     store.create_job("j-000000", "j", "x.yaml", {"batch_size": 64}, 0.1, 1.0)
     store.record_epoch(EpochRecord("j-000000", "training", 1, 1, 1, 1.0, 1.0, 1.0, 10, 10.0, 0.0))
+    store.add_event("j-000000", "submitted", "from x.yaml")
     with sqlite3.connect(store.path) as c:
         c.execute(f"UPDATE {table} SET {column} = ? WHERE job_id = 'j-000000'", (value,))
     with pytest.raises(StateError, match=f"job j-000000: {problem}"):
