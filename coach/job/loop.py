@@ -210,10 +210,17 @@ class JobLoop:
             shutil.rmtree(folder, ignore_errors=True)
             self.store.unsettle(self.run.job_id, Path(folder).name)
 
-    def _prune_checkpoints(self, keep: str) -> None:
-        for p in (self.run.work_dir / "checkpoints").iterdir():
-            if str(p) != keep:   # older checkpoints and temporaries of killed saves
-                shutil.rmtree(p, ignore_errors=True)
+    def _prune_checkpoints(self, keep: str | None = None) -> None:
+        """Keep only `keep`, by default the recorded checkpoint: an epoch cut short by a stop left
+        its own (never recorded, never resumed from) on disk for good."""
+        folder = self.run.work_dir / "checkpoints"
+        try:
+            keep = keep if keep is not None else (self.store.checkpoint(self.run.job_id) or "")
+            for p in folder.iterdir() if folder.is_dir() else ():
+                if str(p) != keep:   # older checkpoints and temporaries of killed saves
+                    shutil.rmtree(p, ignore_errors=True)
+        except (CoachError, OSError):   # only tidying: the job's status stands
+            pass
 
     # -- models ----------------------------------------------------------------------------
     def _fits(self, history: list[EpochRecord]):
@@ -320,6 +327,8 @@ class JobLoop:
                                                "again when this run ends, or as stale by the next one")
             finally:   # the functions go first: their room is not handed out while they hold it
                 self.run.coordinator.release(jid, done=True)
+                self._prune_checkpoints()   # the functions are gone: nothing writes one any more
+
 
     def _budget_left(self) -> float:
         return self.spec.budget - self.store.job(self.run.job_id).spent
@@ -436,8 +445,9 @@ class JobLoop:
             if placed:
                 self._event("placed", f"ahead of tuning: {placed}")
         except BackendError as e:   # only a head start: each epoch deploys what it needs, with retries
-            self._event("deploy_failed", f"starting {group['server']} server(s) and {group['worker']} worker(s) "
-                        f"ahead of tuning: {e}; each mini-epoch starts what it needs")
+            if not self._stop_requested():   # a Ctrl-C or `coach stop` ended it: the job says it stopped
+                self._event("deploy_failed", f"starting {group['server']} server(s) and {group['worker']} "
+                            f"worker(s) ahead of tuning: {e}; each mini-epoch starts what it needs")
             group = {}
         # kept: on a cluster a function scaled down is a pod deleted, and growing again a cold start
         # (about 2 s per mini-epoch for mlp-digits); each mini-epoch's lease counts the kept pods, or

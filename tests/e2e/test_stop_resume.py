@@ -125,6 +125,8 @@ def test_interrupting_submit_stops_the_job_and_leaves_no_process(tmp_path: Path,
         time.sleep(0.02)
     assert cut, "no second training epoch started"
     time.sleep(0.3)   # well inside the epoch: forking, forming the ps-lite group, first steps
+    # what a cut epoch leaves when the stop comes as its worker saves: a checkpoint never recorded
+    (coach_home / "jobs" / job_id / "checkpoints" / f"training-{cut:04d}").mkdir(exist_ok=True)
     for _ in range(30):   # a held-down Ctrl-C: it re-entered the handler's store write, which waited for
         proc.send_signal(signal.SIGINT)   # its own lock for 30 s and lost the stop (1 run in 3)
         time.sleep(0.005)
@@ -136,6 +138,8 @@ def test_interrupting_submit_stops_the_job_and_leaves_no_process(tmp_path: Path,
     assert _wait_no_processes_of(coach_home, timeout=15), "a function process outlived the interrupted run"
     history = json.loads(run_coach("history", rec["job_id"], "--json", check=True).stdout)
     assert [r["epoch"] for r in history] == list(range(1, cut)), "recorded epochs kept, the cut one not"
+    kept = [str(p) for p in (coach_home / "jobs" / job_id / "checkpoints").iterdir()]
+    assert kept == [Store().checkpoint(job_id)], "only the recorded checkpoint stays, not the cut epoch's"
     # the cut epoch is not recorded, but the function time it used is paid for
     assert rec["spent"] > sum(r["cost"] for r in history) * 1.01, (rec["spent"], history)
     events = json.loads(run_coach("events", rec["job_id"], "--json", check=True).stdout)
