@@ -458,11 +458,18 @@ def read_yaml(path: str | Path) -> Any:
     source = str(path)
     try:
         if not p.is_file():
-            raise SpecError(source, "", "no such file" if not p.exists() else "not a regular file")
+            raise SpecError(source, "", "no such file" if not p.exists() else
+                            "a folder, not a job file" if p.is_dir() else "not a regular file")
     except (OSError, ValueError) as e:   # a name too long, a NUL byte, a symlink loop
         raise SpecError(source, "", f"cannot be looked up: {getattr(e, 'strerror', None) or e}") from None
+    text = ""
     try:
-        data = yaml.load(p.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
+        text = p.read_text(encoding="utf-8")
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.reader.ReaderError as e:   # a character YAML does not allow, e.g. a NUL byte
+        line = text[:e.position].count("\n") + 1
+        code = e.character if isinstance(e.character, int) else ord(e.character)
+        raise SpecError(source, f"line {line}", f"not valid YAML: character U+{code:04X} is not allowed") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "YAML"

@@ -207,6 +207,8 @@ RAW = [
     ("empty", "", "must be a YAML mapping"),
     ("duplicate-key", "name: a\nname: b\n", "key 'name' is given twice"),
     ("nested-too-deep", "a: " + "[" * 3000 + "]" * 3000 + "\n", "nested too deeply"),
+    # it said "YAML: … position 7" over two lines
+    ("nul-byte", "name: x\nmodel: mlp\n\0\n", "line 3: not valid YAML: character U+0000 is not allowed"),
 ]
 
 
