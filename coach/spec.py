@@ -28,6 +28,7 @@ from coach.estimate.cost import (DEFAULT_CPU_CORE_SECOND_PRICE, DEFAULT_GIB_SECO
 from coach.models import BUILTIN_MODELS
 
 OPTIMIZERS = ("sgd", "nag", "adam", "rmsprop", "adagrad")
+MOMENTUM_OPTIMIZERS = ("sgd", "nag")   # the others have their own (adam's betas) or none
 MAX_NUMBER = 1e15
 _SHOWN = reprlib.Repr()   # 2 levels of at most 4 items: cheap to compute, however large the value
 _SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxdict, _SHOWN.maxstring, _SHOWN.maxother = 2, 4, 4, 80, 80
@@ -372,6 +373,9 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
     if not isinstance(prices, dict) or set(prices) - {"cpu_core_second", "gib_second"}:
         raise r.fail("prices", f"must be a mapping with cpu_core_second and/or gib_second, got {_shown(prices)}")
     momentum = r.number("momentum", 0.9, ge=0)
+    optimizer = r.choice("optimizer", OPTIMIZERS, "sgd")
+    if data.get("momentum") is not None and optimizer not in MOMENTUM_OPTIMIZERS:   # it was ignored unsaid
+        raise r.fail("momentum", f"is used by {' and '.join(MOMENTUM_OPTIMIZERS)} only, not {optimizer}: leave it out")
     if momentum >= 1:
         raise r.fail("momentum", f"must be < 1 (at 1 or more the updates grow without bound), got {momentum:g}")
     consecutive = r.number("consecutive", 3, integer=True, ge=1)
@@ -387,7 +391,7 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
     spec = JobSpec(
         source=source, name=name, model=model, dataset=dataset,
         target_loss=r.number("target_loss", gt=0), budget=r.number("budget", gt=0),
-        batch_size=batch_size, optimizer=r.choice("optimizer", OPTIMIZERS, "sgd"),
+        batch_size=batch_size, optimizer=optimizer,
         learning_rate=r.number("learning_rate", 0.05, gt=0), momentum=momentum,
         weight_decay=r.number("weight_decay", 0.0, ge=0), allocation=allocation,
         workers=workers, servers=servers, max_workers=max_workers, max_servers=max_servers,

@@ -127,6 +127,7 @@ BROKEN = [
     ("bad-cpu", dict(GOOD, resources={"worker": {"cpu": "lots"}}), "resources.worker.cpu", "cores"),
     ("bad-role", dict(GOOD, resources={"gpu": {"cpu": 1}}), "resources.gpu", "unknown role"),
     ("bad-optimizer", dict(GOOD, optimizer="lbfgs"), "optimizer", "must be one of"),
+    ("momentum-with-adam", dict(GOOD, optimizer="adam", momentum=0.5), "momentum", "sgd and nag only, not adam"),
     ("batch-below-workers", dict(GOOD, batch_size=2, max_workers=4), "batch_size", ">= max_workers"),
     ("name-ending-in-a-newline", dict(GOOD, name="mlp\n"), "name", "must be 1-40 lowercase"),   # job id "mlp\n-fad2f0"
     # accepted before, then every (2, 1) mini-epoch failed its 4 attempts: "limit: must be >= workers"
