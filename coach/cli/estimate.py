@@ -50,9 +50,9 @@ def read_curve(path: Path) -> Curve:
     """
     source = str(path)
     try:
-        if not path.is_file():   # a FIFO waited forever, /dev/zero filled the memory
-            raise SpecError(source, "", "no such file" if not path.exists() else "not a regular file")
-        with path.open("rb") as f:
+        if path.is_dir() or not path.exists():   # a pipe is fine (`<(cmd)`): what is read is capped
+            raise SpecError(source, "", "a folder, not a curve file" if path.exists() else "no such file")
+        with path.open("rb") as f:   # /dev/zero was read until the memory ran out
             data = f.read(MAX_BYTES + 1)
         text = data.decode("utf-8-sig")   # a spreadsheet's byte-order mark is not data
     except UnicodeDecodeError as exc:

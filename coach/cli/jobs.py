@@ -38,16 +38,16 @@ def _backend(name: str, cpu: float | None, store: Store):
     """The backend to run on, checked before anything is recorded, with the folders it writes."""
     from coach.job.submit import jobs_dir
 
+    if name not in ("local", "cluster"):
+        raise SpecError("--backend", "", f"unknown backend {name!r}; available: local, cluster")
+    if cpu is not None and not math.isfinite(cpu):
+        raise SpecError("--cpu", "", f"must be a finite number of cores, got {cpu}")
     for folder in (jobs_dir(), store.path.parent / "logs"):
         try:   # a file in their place failed the job as an internal error after it was recorded
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise StateError(f"{folder}: cannot be used as a folder ({e.strerror}): move what is there away, "
                              "or set COACH_HOME to another folder") from None
-    if name not in ("local", "cluster"):
-        raise SpecError("--backend", "", f"unknown backend {name!r}; available: local, cluster")
-    if cpu is not None and not math.isfinite(cpu):
-        raise SpecError("--cpu", "", f"must be a finite number of cores, got {cpu}")
     if name == "cluster":
         if cpu is not None:
             raise SpecError("--cpu", "", "applies to the local backend; the cluster's nodes set its capacity "
@@ -128,8 +128,9 @@ def _run(specs: dict[str, Any], backend: Any, json_out: bool, store: Store) -> N
         run_jobs(specs, backend, store, watch=lambda ids, done: watch(store, ids, done, console), stop=stop)
     finally:
         backend.close()
-        signal.signal(signal.SIGINT, old)
-        signal.signal(signal.SIGTERM, old_term)
+        if not stop.is_set():   # else a held-down Ctrl-C, still arriving, would end the report with exit 130
+            signal.signal(signal.SIGINT, old)
+            signal.signal(signal.SIGTERM, old_term)
     jobs = [store.job(j) for j in specs]
     if json_out:
         out.print_json(json.dumps([_job_json(store, j) for j in jobs]))
@@ -206,12 +207,16 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
     if job.status == "budget_exhausted" and (budget is None or budget <= spec.budget):
         why = f"{job.job_id} stopped on its budget of {spec.budget:.4g} ({job.message}); give a larger --budget"
         raise CoachError(why) if budget is None else SpecError("--budget", "", f"{why}, got {budget:g}")
-    owed, left = unpaid(work_dir(job.job_id), store, job.job_id, spec)   # charged as the run starts
-    if budget is not None and budget <= job.spent + owed:
-        owes = (f" and owes {owed:.4g} for {', '.join(left.epochs)}, which its killed run did not record"
-                if left and owed > 0 else "")
-        raise SpecError("--budget", "", f"{job.job_id} has spent {job.spent:.4g}{owes}; give more than "
-                                        f"{job.spent + owed:.4g}, got {budget:g}")
+    if budget is not None:   # what a killed run left unpaid is charged as the run starts
+        try:
+            owed, left = unpaid(work_dir(job.job_id), store, job.job_id, spec)
+        except OSError:   # its folders are being removed by a run starting now: the claim below says so
+            owed, left = 0.0, None
+        if budget <= job.spent + owed:
+            owes = (f" and owes {owed:.4g} for {', '.join(left.epochs)}, which its killed run did not record"
+                    if left and owed > 0 else "")
+            raise SpecError("--budget", "", f"{job.job_id} has spent {job.spent:.4g}{owes}; give more than "
+                                            f"{job.spent + owed:.6g}, got {budget:g}")
     history = store.epochs(job.job_id)
     trained = sum(1 for e in history if e.phase == "training")
     limit = max_epochs or spec.max_epochs

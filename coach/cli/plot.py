@@ -32,12 +32,12 @@ def plot(job_id: str = typer.Argument(..., metavar="JOB"),
     spec = store.spec(job.job_id)
     try:   # written by Coach at submit; a hand edit failed here as AttributeError, KeyError or ValueError
         n_train = _epoch_size(spec)
-        earlier = [e.run for e in find_earlier(store, job, spec, n_train)]   # the runs the job's ETA asked
         batch, consecutive = int(spec.get("batch_size", 64)), int(spec.get("consecutive", 3))
         limits = (int(spec["max_workers"]), int(spec["max_servers"])) if "max_servers" in spec else None
     except (AttributeError, KeyError, TypeError, ValueError, SpecError) as e:
         raise StateError(f"{store.path}: job {job.job_id}: spec_json: cannot be read back ({type(e).__name__}: "
                          f"{e}); the row was edited or damaged") from None
+    earlier = [e.run for e in find_earlier(store, job, spec, n_train)]   # the runs the job's ETA asked
     fit, speed = fit_history(epochs, batch, n_train, earlier=earlier)
     try:
         path = plot_job(output, epochs, job.target_loss, fit, speed, consecutive=consecutive,

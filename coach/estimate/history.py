@@ -30,7 +30,7 @@ def same_model(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     curve is the other's at another pace; a model file counts by its text, not its path."""
     def model(spec: Mapping[str, Any]) -> Any:
         m = spec.get("model") or {}
-        return m.get("source", m.get("name"))
+        return m.get("source", m.get("name")) if isinstance(m, dict) else m   # not a dict: a row edited by hand
     return model(a) == model(b) and a.get("dataset") == b.get("dataset")
 
 

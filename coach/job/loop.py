@@ -215,12 +215,17 @@ class JobLoop:
         its own (never recorded, never resumed from) on disk for good."""
         folder = self.run.work_dir / "checkpoints"
         try:
-            keep = keep if keep is not None else (self.store.checkpoint(self.run.job_id) or "")
-            for p in folder.iterdir() if folder.is_dir() else ():
-                if str(p) != keep:   # older checkpoints and temporaries of killed saves
-                    shutil.rmtree(p, ignore_errors=True)
+            keep = keep if keep is not None else self.store.checkpoint(self.run.job_id)
+            present = list(folder.iterdir()) if folder.is_dir() else []
         except (CoachError, OSError):   # only tidying: the job's status stands
-            pass
+            return
+        # by name: the recorded path may spell the home another way (a symlink, the relative
+        # COACH_HOME of an older run); if it names none of these, nothing is deleted
+        kept = Path(keep).name if keep else None
+        if kept is None or kept in {p.name for p in present}:
+            for p in present:
+                if p.name != kept:   # older checkpoints and temporaries of killed saves
+                    shutil.rmtree(p, ignore_errors=True)
 
     # -- models ----------------------------------------------------------------------------
     def _fits(self, history: list[EpochRecord]):
@@ -328,7 +333,6 @@ class JobLoop:
             finally:   # the functions go first: their room is not handed out while they hold it
                 self.run.coordinator.release(jid, done=True)
                 self._prune_checkpoints()   # the functions are gone: nothing writes one any more
-
 
     def _budget_left(self) -> float:
         return self.spec.budget - self.store.job(self.run.job_id).spent

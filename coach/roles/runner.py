@@ -24,6 +24,7 @@ import time
 import traceback
 from typing import Any
 
+from coach.errors import SpecError
 from coach.models.limit import on_native_hang
 
 PARENT_ENV = "COACH_PARENT_PID"
@@ -179,9 +180,11 @@ def main() -> int:
         if task.role == "worker":  # load once here; every forked worker shares it copy-on-write
             try:
                 load_dataset(task.dataset["name"], {k: v for k, v in task.dataset.items() if k != "name"})
-            except Exception as e:   # options a job file could not give: this event fails, the replica stays warm
+            except Exception as e:   # this event fails, the replica stays warm
                 emit({"event": "finished", "code": 3, "result": {
-                    "role": task.role, "error": f"dataset {task.dataset}: {type(e).__name__}: {e}", "permanent": True}})
+                    "role": task.role, "error": f"dataset {task.dataset}: {type(e).__name__}: {e}",
+                    # options a job file could not give fail again; a full memory or a disk may not
+                    "permanent": isinstance(e, (SpecError, KeyError, TypeError, ValueError))}})
                 continue
         _fork_role(task, emit)
     return 0

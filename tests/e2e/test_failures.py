@@ -219,18 +219,36 @@ def test_epochs_whose_functions_cannot_be_deployed_are_retried_after_a_growing_p
     assert len(calls) == 4 and gaps[0] >= DEPLOY_RETRY_S and gaps[1] >= 2 * DEPLOY_RETRY_S, gaps
 
 
-def test_a_stop_while_a_replica_starts_ends_the_deploy_and_its_process(coach_home: Path) -> None:
-    """A replica's start imports MXNet (2–10 s here, up to a minute on a busy machine). `coach stop`
-    used to be noticed only once every replica was ready."""
+@pytest.mark.parametrize("how", ["stop", "close"])
+def test_a_stop_while_a_replica_starts_ends_the_deploy_and_its_process(coach_home: Path, tmp_path: Path,
+                                                                       how: str) -> None:
+    """A replica that is slow to load its handler (up to START_TIMEOUT_S, 60 s, on a busy machine):
+    `coach stop` and a shutdown (Ctrl-C) were noticed only once every replica was ready."""
+    import shutil
+    import threading
+
     from coach.backends.local import LocalBackend
     from coach.errors import BackendError
 
-    backend = LocalBackend(log_dir=coach_home / "logs")
+    functions = tmp_path / "functions"
+    shutil.copytree(ROOT / "functions", functions)
+    handler = functions / "scheduler" / "handler.py"
+    handler.write_text("import time\ntime.sleep(30)\n" + handler.read_text())   # a handler slow to load
+    backend = LocalBackend(functions_dir=functions, log_dir=coach_home / "logs")
+    asked = time.monotonic()
+    stop = threading.Timer(1.0, backend.close) if how == "close" else None
     try:
-        with pytest.raises(BackendError, match="stopped by request while a local scheduler function started"):
-            backend.deploy("stopping", {"scheduler": 1, "server": 1, "worker": 2}, should_stop=lambda: True)
+        if stop is not None:
+            stop.start()
+        with pytest.raises(BackendError, match="stopped by request while a local scheduler function started"
+                           if how == "stop" else "shut down"):
+            backend.deploy("slow", {"scheduler": 1, "server": 1, "worker": 1},
+                           should_stop=lambda: how == "stop" and time.monotonic() - asked > 1.0)
+        assert time.monotonic() - asked < 10, "ended at the stop, not when the replica was ready (30 s)"
         assert _wait_no_processes_of(coach_home), "a replica outlived the stopped deploy"
     finally:
+        if stop is not None:
+            stop.cancel()
         backend.close()
 
 

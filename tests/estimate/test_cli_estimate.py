@@ -176,16 +176,22 @@ def test_missing_file_is_a_spec_error(tmp_path):
         CliRunner().invoke(app, ["estimate", str(tmp_path / "nope.csv"), "--target", "0.2"], catch_exceptions=False)
 
 
-@pytest.mark.parametrize("which", ["fifo", "device", "folder"])
-def test_a_file_that_is_not_regular_is_refused_unread(tmp_path, which):
-    """A FIFO waited forever for a writer, /dev/zero was read until the memory ran out."""
-    path = {"fifo": tmp_path / "f.csv", "device": Path("/dev/zero"), "folder": tmp_path}[which]
-    if which == "fifo":
-        os.mkfifo(path)
+@pytest.mark.parametrize(("which", "said"), [("device", "larger than 16 MiB"), ("folder", "a folder, not a curve file")])
+def test_a_file_that_is_not_a_curve_is_refused_without_reading_it_all(tmp_path, which, said):
+    """/dev/zero was read until the memory ran out (a pipe, `<(cmd)`, is read like a file)."""
+    path = {"device": Path("/dev/zero"), "folder": tmp_path}[which]
     good = write_curve(tmp_path, np.arange(1, 11, dtype=float), 1 / (0.5 * np.arange(1, 11) + 1) + 0.1)
     for args in ([str(path)], [str(good), "--earlier", str(path)]):
-        with pytest.raises(SpecError, match=f"{re.escape(str(path))}: not a regular file"):
+        with pytest.raises(SpecError, match=f"{re.escape(str(path))}: {said}"):
             CliRunner().invoke(app, ["estimate", *args, "--target", "0.2"], catch_exceptions=False)
+
+
+def test_a_curve_can_come_from_a_pipe(tmp_path):
+    read, write = os.pipe()
+    os.write(write, b"epoch,loss\n1,1.0\n2,0.8\n3,0.7\n4,0.65\n")
+    os.close(write)
+    assert run(f"/dev/fd/{read}", "--target", "0.66")["reachable"]
+    os.close(read)
 
 
 @pytest.mark.parametrize("target", ["0", "-1", "nan", "inf"])

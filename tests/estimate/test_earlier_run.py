@@ -123,6 +123,8 @@ def test_which_jobs_train_the_same_curve(change, same):
         pytest.param({"dataset": {"name": "digits"}}, False, id="data"),
         pytest.param({"dataset": {"name": "mnist-5k", "path": "/other"}}, False, id="data-options"),
         pytest.param({"model": {"name": "mlp"}}, False, id="model"),
+        # a row edited by hand: an AttributeError in `coach plot` of every job of that model and data
+        pytest.param({"model": ["lenet"]}, False, id="model-not-a-mapping"),
     ],
 )
 def test_which_jobs_train_the_same_model_on_the_same_data(change, same):

@@ -161,7 +161,7 @@ class LocalBackend:
         started = [(role, self._start(job_id, role)) for role, n in missing.items() for _ in range(n)]
         try:
             fresh = [(role, _Replica(p, self._await_port(p, role, should_stop))) for role, p in started]
-        except BackendError:
+        except BaseException:   # also a store error from should_stop, a Ctrl-C: none is registered yet
             for _, p in started:
                 self._stop(p)
             raise
