@@ -136,7 +136,7 @@ def earlier_of(path: Path) -> EarlierRun:
 
 
 def estimate(
-    curve: Annotated[Path, typer.Argument(metavar="CURVE.csv", help="CSV of 'epoch,loss' rows (first row: epoch 1).")],
+    curve: Annotated[Path, typer.Argument(metavar="CURVE.csv", help="CSV of 'epoch,loss' rows; answered in the file's epoch numbers.")],
     target: Annotated[float, typer.Option("--target", help="Target validation loss.")],
     consecutive: Annotated[int, typer.Option("--consecutive", min=1, max=1000,  # spec.MAX_CONSECUTIVE
                                              help="Epochs in a row at or below the target (Coach stops at 3).")] = 1,
