@@ -83,4 +83,3 @@ def run_jobs(jobs: dict[str, JobSpec], backend: Backend, store: Store,
         for t in threads:
             t.join()
     return statuses
-

@@ -105,9 +105,9 @@ class LocalBackend:
         return proc
 
     def _await_port(self, proc: subprocess.Popen, role: str, should_stop: Callable[[], bool]) -> int:
-        """The port a new replica listens on, once its handler is loaded ("listening PORT").
-        Loading imports MXNet (2–10 s, up to START_TIMEOUT_S on a busy machine): a stop or a
-        shutdown meanwhile ends the wait at once, not when the replica is ready."""
+        """The port a new replica listens on, once its handler is loaded ("listening PORT"; its
+        fork-server goes on importing MXNet). Under a second here, up to START_TIMEOUT_S on a busy
+        machine: a stop or a shutdown meanwhile ends the wait at once, not when the replica is ready."""
         assert proc.stdout is not None
         ready, end = [], time.monotonic() + START_TIMEOUT_S
         while not ready and time.monotonic() < end:
