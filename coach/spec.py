@@ -325,7 +325,8 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
     base = base or Path.cwd()
     name = data.get("name")
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
-        raise r.fail("name", f"must be 1-40 lowercase letters, digits or '-', starting and ending with a letter or digit, got {_shown(name)}")
+        raise r.fail("name", f"must be 1-40 lowercase letters, digits or '-', starting and ending with a letter "
+                             f"or digit, got {_shown(name)}")
     allocation = r.choice("allocation", ("dynamic", "static"), "dynamic")
     for key in ("workers", "servers"):
         if allocation == "static" and key not in data:
