@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from coach.backends.base import Capacity
+from coach.errors import BackendError
 from coach.plan import (Allocation, JobDemand, RunningJob, demand_from_json, demand_to_json, expected_wait,
                         footprint, min_resources, plan, plan_with_waits)
 from coach.state.store import Store, own_identity
@@ -129,9 +130,15 @@ class Coordinator:
                     if self._lease(job_id, asked_at, before):
                         grant = kept
                         break
-            if (timeout_s is not None and time.monotonic() - start >= timeout_s) or should_stop():
+            gone = self.never_fits(demand)   # the nodes were reshaped under it (`coach cluster up --force`)
+            timed_out = timeout_s is not None and time.monotonic() - start >= timeout_s
+            if gone is not None or timed_out or should_stop():
                 if before is None and self._store is not None:
                     self._store.drop_lease(job_id)   # leave the queue
+                if gone is not None:   # it waited for room that no longer exists, with no end
+                    whole = self.capacity.whole
+                    raise BackendError(f"the job no longer fits the backend's capacity ({whole.cpu:g} cores, "
+                                       f"{whole.memory_gib:g} GiB): {gone}")
                 return None
             why = self._why_waiting(demand, others, queued=grant is not None)
             if self._store is not None:

@@ -108,6 +108,35 @@ def test_room_other_work_holds_is_waited_for_not_refused() -> None:
     assert Coordinator(Capacity(cpu=0.5, memory_gib=6, total=Capacity(cpu=0.5, memory_gib=8))).never_fits(demand("a"))
 
 
+def test_a_job_waiting_for_room_that_no_longer_exists_is_told_not_left_waiting() -> None:
+    """`coach cluster up --force` reshaped the nodes under a waiting job to ones its minimum never
+    fits: it waited with "expected wait unknown" for good (a reviewer gave it 3 minutes)."""
+    from coach.errors import BackendError
+
+    sizes = [Capacity(cpu=2.0, memory_gib=8)]
+    coord = Coordinator(lambda: sizes[-1])
+    assert coord.acquire(demand("a", static=(2, 1))) is not None   # 1.35 of 2 cores
+    waited: list[float] = []
+    errors: list[Exception] = []
+
+    def wait_for_b() -> None:
+        start = time.monotonic()
+        try:
+            coord.acquire(demand("b", static=(2, 1)))
+        except BackendError as e:
+            errors.append(e)
+        waited.append(time.monotonic() - start)
+
+    t = threading.Thread(target=wait_for_b, daemon=True)
+    t.start()
+    time.sleep(0.3)
+    assert t.is_alive(), "b waits while a holds the room"
+    sizes.append(Capacity(cpu=1.0, memory_gib=8))   # reshaped: (2, 1) needs 1.35 cores
+    t.join(10)
+    assert not t.is_alive() and waited[0] < 10
+    assert errors and "no longer fits the backend's capacity (1 cores, 8 GiB)" in str(errors[0]), errors
+
+
 # -- leases: jobs of other `coach submit` processes on the same state store ------------------
 # The other process is real: tests/unit/lease_process.py takes and drops leases through the
 # same Store API as a `coach submit` would, on commands over its stdin.
