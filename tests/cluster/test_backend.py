@@ -163,6 +163,31 @@ def test_a_gang_group_waits_for_room_and_keeps_its_place(workload: Workload) -> 
         second.close()
 
 
+def test_pods_a_run_killed_meanwhile_left_are_deleted_while_a_group_waits(workload: Workload) -> None:
+    """Stale pods were deleted only when a backend started: a `coach submit` killed while another
+    ran left its pods bound, and the running one's next group waited behind them for its whole
+    wait (a reviewer gave it 3 minutes)."""
+    backend = ClusterBackend(workload.kube, wait_timeout_s=30)
+    dead = f"{process_identity(os.getpid()).split(':')[0]}:999999999:1"
+    try:
+        for i, node in enumerate(n["metadata"]["name"] for n in workload.kube.nodes()):
+            workload.kube.create_pod({   # bound by hand, each filling its node
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"killed-worker-{i}", "namespace": NAMESPACE,
+                             "labels": {"coach.io/job": "killed", "coach.io/role": "worker"},
+                             "annotations": {"coach.io/owner": dead}},
+                "spec": {"nodeName": node, "containers": [{"name": "worker", "image": "coach-functions:0.1.0",
+                                                           "resources": {"requests": {"cpu": "4"}}}]}})
+        asked = time.monotonic()
+        backend.deploy("fresh", {"scheduler": 1, "server": 1, "worker": 1},
+                       Placement(cpu={"scheduler": 0.5, "server": 0.5, "worker": 1.0}))
+        assert time.monotonic() - asked < 20, "placed once the stale pods went, not at the wait's end"
+        assert not workload.kube.pods(NAMESPACE, "coach.io/job=killed")
+    finally:
+        backend.close()
+        workload.kube.delete_pods(NAMESPACE)
+
+
 def test_pods_of_a_coach_process_that_ended_are_deleted_and_others_kept(workload: Workload) -> None:
     """A killed `coach submit` leaves its pods holding room; the next backend deletes those, and
     only those: a pod of a running coach process (here this test's) is not stale."""

@@ -36,6 +36,7 @@ NAMESPACE = "coach-jobs"
 PLACE_TIMEOUT_S = 60.0    # a partly bound group holds room others may need: give it back soon
 WAIT_TIMEOUT_S = 600.0    # a group with nothing bound holds nothing; it waits for room (coach-gang's queue)
 POLL_S = 0.1
+STALE_CHECK_S = 5.0   # while a group waits, pods of coach processes that ended are deleted this often
 NOTICE_S = 2.0            # a group unplaced for this long is said to wait (progress line, `coach status`)
 REFRESH_S = 2.0           # the nodes' room is read again at most this often
 SCHEDULER_NAMES = {"default": "default-scheduler", "gang": "coach-gang"}   # the job file's `scheduler`
@@ -147,10 +148,13 @@ class ClusterBackend(LocalBackend):
         waiting for (how a deadlock starts). A group with nothing bound holds nothing, so it
         waits for room up to `wait_timeout_s` (in coach-gang's queue, behind older jobs); a
         retry would lose that place."""
-        start = since = time.monotonic()
+        start = since = cleared = time.monotonic()
         bound_before, told = 0, ""
         try:
             while True:
+                if time.monotonic() - cleared >= STALE_CHECK_S:   # a run killed meanwhile holds room
+                    self._clear_stale()   # that the capacity read leaves out (its namespace is ours)
+                    cleared = time.monotonic()
                 pods = [p for ps in self._pods(job_id).values() for p in ps]
                 waiting = [p for p in pods if not p["spec"].get("nodeName")]
                 if len(pods) < size:
