@@ -73,8 +73,8 @@ class OverBudget(EpochFailed):
 
 class FailsAgain(EpochFailed):
     """Raised when an epoch failed in a way a retry would repeat: the job's own code (recorded
-    at submit: `coach resume` refuses it) or a damaged checkpoint (`resumable`: once the file is
-    restored, a resume can load it)."""
+    at submit: `coach resume` refuses it) or a damaged checkpoint or data folder (`resumable`:
+    once the files are restored, a resume can load them)."""
 
     resumable: bool = False
 

@@ -54,14 +54,14 @@ def read_curve(path: Path) -> Curve:
             raise SpecError(source, "", "a folder, not a curve file" if path.exists() else "no such file")
         with path.open("rb") as f:   # /dev/zero was read until the memory ran out
             data = f.read(MAX_BYTES + 1)
+        if len(data) > MAX_BYTES:   # before decoding: the cut may split a character
+            raise SpecError(source, "", f"larger than {MAX_BYTES // 2**20} MiB: a curve has one line per epoch")
         text = data.decode("utf-8-sig")   # a spreadsheet's byte-order mark is not data
     except UnicodeDecodeError as exc:
         raise SpecError(source, "", f"not a UTF-8 text file (byte {exc.start}): expected lines of "
                                     "'epoch,loss'") from None
     except (OSError, ValueError) as exc:   # ValueError: a NUL byte in the name
         raise SpecError(source, "", f"cannot read the file: {getattr(exc, 'strerror', None) or exc}") from None
-    if len(data) > MAX_BYTES:
-        raise SpecError(source, "", f"larger than {MAX_BYTES // 2**20} MiB: a curve has one line per epoch")
     try:
         rows = [(n, row) for n, row in enumerate(csv.reader(text.splitlines()), start=1)
                 if row and any(c.strip() for c in row) and not row[0].lstrip().startswith("#")]

@@ -94,7 +94,7 @@ def _table(rows: list[dict[str, Any]], title: str | None = None) -> Table:
     return t
 
 
-def _job_json(store: Store, job: JobRecord) -> dict[str, Any]:
+def _job_json(job: JobRecord, events: list[dict[str, Any]]) -> dict[str, Any]:
     """A job as `--json` gives it, the same from `submit`, `resume` and `status`: the earlier runs
     its ETA asks as a list of job ids (the store's comma-separated text, or its "-" for none
     found, is not for scripts to parse), and the seconds left as of now (`eta.seconds` is as
@@ -103,7 +103,7 @@ def _job_json(store: Store, job: JobRecord) -> dict[str, Any]:
     chosen = fields.pop("earlier_job")
     eta_s, lo_s, hi_s = fmt.seconds_left(job)   # counted down to now, as the table shows it
     return dict(fields, earlier_jobs=[] if chosen in ("", NONE_FOUND) else chosen.split(","),
-                elapsed_s=fmt.elapsed(job, store.events(job.job_id)), eta_s=eta_s, eta_interval_s=[lo_s, hi_s])
+                elapsed_s=fmt.elapsed(job, events), eta_s=eta_s, eta_interval_s=[lo_s, hi_s])
 
 
 def _run(specs: dict[str, Any], backend: Any, json_out: bool, store: Store) -> None:
@@ -133,7 +133,7 @@ def _run(specs: dict[str, Any], backend: Any, json_out: bool, store: Store) -> N
             signal.signal(signal.SIGTERM, old_term)
     jobs = [store.job(j) for j in specs]
     if json_out:
-        out.print_json(json.dumps([_job_json(store, j) for j in jobs]))
+        out.print_json(json.dumps([_job_json(j, store.events(j.job_id)) for j in jobs]))
     else:
         for j in jobs:
             colour = "green" if j.status == "succeeded" else "red"
@@ -262,19 +262,33 @@ def status(job_id: Optional[str] = typer.Argument(None, metavar="JOB", help="One
     """Every job: state, epoch, loss vs target, (w, s), spent, elapsed, ETA."""
     store = Store()
     jobs, unreadable = ([store.job(job_id)], []) if job_id is not None else store.read_jobs()
+    rows, unreadable = _with_events(store, jobs, unreadable)
     if json_out:
-        out.print_json(json.dumps([_job_json(store, j) for j in jobs]))
-    elif not jobs and not unreadable:
+        out.print_json(json.dumps([_job_json(j, events) for j, events in rows]))
+    elif not rows and not unreadable:
         console.print(f"no jobs yet in {store.path}")
-    elif jobs:
-        out.print(_table([fmt.job_row(j, store.events(j.job_id)) for j in jobs]))
-        for j in jobs:
+    elif rows:
+        out.print(_table([fmt.job_row(j, events) for j, events in rows]))
+        for j, _ in rows:
             if j.message and j.status in FINAL_STATUSES or j.message.startswith("waiting"):
                 out.print(f"{j.job_id}: {j.message}")
     for e in unreadable:   # listed after the readable ones, and the exit code says something is wrong
         print(f"error: {e}", file=sys.stderr)
     if unreadable:
         raise typer.Exit(1)
+
+
+def _with_events(store: Store, jobs: list[JobRecord], unreadable: list[StateError]
+                 ) -> tuple[list[tuple[JobRecord, list[dict[str, Any]]]], list[StateError]]:
+    """Each job with its events (its elapsed time is summed from them), and why the jobs whose
+    events cannot be read are left out: one damaged event row must not hide the other jobs."""
+    rows, problems = [], list(unreadable)
+    for j in jobs:
+        try:
+            rows.append((j, store.events(j.job_id)))
+        except StateError as e:
+            problems.append(e)
+    return rows, problems
 
 
 def history(job_id: str = typer.Argument(..., metavar="JOB"), json_out: bool = JsonOpt) -> None:

@@ -32,6 +32,10 @@ from coach.plan import (Allocation, JobDemand, RunningJob, demand_from_json, dem
 from coach.state.store import Store, own_identity
 
 RECHECK_S = 1.0
+GONE_AFTER_S = 5.0
+"""How long capacity must read too small for a waiting job before it fails: `coach cluster up
+--force` deletes nodes before it resizes the others, so one reading mid-reshape may be smaller
+than the cluster it leaves."""
 
 
 @dataclass
@@ -107,6 +111,7 @@ class Coordinator:
             raise ValueError(f"{job_id} holds a lease: release it before waiting for another")
         if self._store is not None:
             self._store.publish_demand(job_id, since, demand_to_json(demand))
+        too_small_since: float | None = None
         while True:
             self.capacity = self._read_capacity()
             others = self._others()
@@ -131,6 +136,9 @@ class Coordinator:
                         grant = kept
                         break
             gone = self.never_fits(demand)   # the nodes were reshaped under it (`coach cluster up --force`)
+            too_small_since = None if gone is None else too_small_since or time.monotonic()
+            if too_small_since is not None and time.monotonic() - too_small_since < GONE_AFTER_S:
+                gone = None   # perhaps a reading in the middle of the reshape
             timed_out = timeout_s is not None and time.monotonic() - start >= timeout_s
             if gone is not None or timed_out or should_stop():
                 if before is None and self._store is not None:

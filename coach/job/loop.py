@@ -315,7 +315,7 @@ class JobLoop:
                 self._event("over_budget", str(e))
                 return self._budget_exhausted(self._budget_left())
             if isinstance(e, FailsAgain):   # failed even if a stop came at once: a retry would fail again
-                kind = "diverged" if isinstance(e, Diverged) else "checkpoint" if e.resumable else "fails_again"
+                kind = "diverged" if isinstance(e, Diverged) else "fails_until_fixed" if e.resumable else "fails_again"
                 self._event(kind, str(e))
                 return self._finish("failed", str(e))
             return self._finish("stopped" if self._stop_requested() else "failed", str(e))

@@ -184,7 +184,9 @@ def main() -> int:
                 emit({"event": "finished", "code": 3, "result": {
                     "role": task.role, "error": f"dataset {task.dataset}: {type(e).__name__}: {e}",
                     # options a job file could not give fail again; a full memory or a disk may not
-                    "permanent": isinstance(e, (SpecError, KeyError, TypeError, ValueError))}})
+                    "permanent": isinstance(e, (SpecError, KeyError, TypeError, ValueError)),
+                    # a data folder moved, unmounted or damaged can be restored: then a resume goes on
+                    "resumable": isinstance(e, SpecError) and e.field == "path"}})
                 continue
         _fork_role(task, emit)
     return 0

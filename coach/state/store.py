@@ -80,6 +80,9 @@ def coach_home() -> Path:
         return (Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")).expanduser() / "coach").absolute()
     except RuntimeError as e:   # `~someone` for a user this system does not know
         raise StateError(f"COACH_HOME / XDG_DATA_HOME: cannot be used: {e}") from None
+    except OSError as e:   # a relative one, from a working folder that was removed
+        raise StateError(f"COACH_HOME / XDG_DATA_HOME: cannot be made absolute: {e.strerror or e} "
+                         "(the working folder is gone?); give an absolute path") from None
 
 
 LOCK_TIMEOUT_S = 30.0   # how long a write waits for another coach process's transaction

@@ -216,6 +216,8 @@ def test_byte_order_mark_is_not_part_of_the_header(tmp_path):
         pytest.param(b"x" * 200_000 + b"\n", "not CSV of 'epoch,loss' lines: field larger than field limit",
                      id="a-line-of-200-KB"),
         pytest.param(b"#" * (16 * 2**20 + 1), "larger than 16 MiB", id="over-16-MiB"),
+        # the cut at 16 MiB split a character: it said "not a UTF-8 text file"
+        pytest.param("é".encode() * (9 * 2**20), "larger than 16 MiB", id="over-16-MiB-of-two-byte-letters"),
         pytest.param(b"epoch,loss\n1,1e308\n2,1e307\n3,1e306\n4,1e305\n",
                      "loss: values too large to fit a curve to (the largest is 1e+308)", id="huge"),
         # the scipy error for these was a ValueError: a traceback

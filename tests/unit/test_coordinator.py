@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from coach.backends.base import Capacity
-from coach.job.coordinator import Coordinator
+from coach.job.coordinator import GONE_AFTER_S, Coordinator
 from coach.plan import JobDemand, plan
 from coach.spec import DEFAULT_RESOURCES
 from coach.identity import process_identity
@@ -132,9 +132,27 @@ def test_a_job_waiting_for_room_that_no_longer_exists_is_told_not_left_waiting()
     time.sleep(0.3)
     assert t.is_alive(), "b waits while a holds the room"
     sizes.append(Capacity(cpu=1.0, memory_gib=8))   # reshaped: (2, 1) needs 1.35 cores
-    t.join(10)
-    assert not t.is_alive() and waited[0] < 10
+    t.join(GONE_AFTER_S + 10)
+    assert not t.is_alive() and GONE_AFTER_S <= waited[0] < GONE_AFTER_S + 10
     assert errors and "no longer fits the backend's capacity (1 cores, 8 GiB)" in str(errors[0]), errors
+
+
+def test_a_job_waiting_through_a_reshape_is_granted_the_room_it_leaves() -> None:
+    """`coach cluster up --force` from 4 × 1 CPU to 2 × 2 CPU deletes nodes first: one reading of
+    1 CPU in between failed the waiting job, although the new shape fits it."""
+    sizes = [Capacity(cpu=2.0, memory_gib=8)]
+    coord = Coordinator(lambda: sizes[-1])
+    assert coord.acquire(demand("a", static=(2, 1))) is not None   # 1.35 of 2 cores
+    got: list[object] = []
+    t = threading.Thread(target=lambda: got.append(coord.acquire(demand("b", static=(2, 1)))), daemon=True)
+    t.start()
+    time.sleep(0.3)
+    sizes.append(Capacity(cpu=1.0, memory_gib=8))   # mid-reshape: too small for b's (2, 1) alone
+    time.sleep(2.5)   # read twice or three times
+    assert t.is_alive(), "a reading mid-reshape does not end the wait"
+    sizes.append(Capacity(cpu=4.0, memory_gib=8))   # the new shape: room for both
+    t.join(10)
+    assert not t.is_alive() and got and got[0] is not None, got
 
 
 # -- leases: jobs of other `coach submit` processes on the same state store ------------------

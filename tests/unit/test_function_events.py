@@ -87,8 +87,13 @@ def test_dataset_options_that_do_not_load_fail_the_event_not_the_replica() -> No
     with fresh_replica() as (proc, url):
         children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
         r = httpx.post(url, json=dict(VALID, dataset={"name": "synthetic", "samples": "abc"}), timeout=120)
-        assert r.status_code == 500 and r.json()["permanent"], r.text
+        assert r.status_code == 500 and r.json()["permanent"] and not r.json()["resumable"], r.text
         assert "dataset" in r.json()["error"] and "fork-server" not in r.json()["error"], r.text
+        # a data folder that went away can come back: then `coach resume` goes on (not so the options)
+        gone = httpx.post(url, json=dict(VALID, dataset={"name": "cifar10", "path": "/nonexistent/cifar"}),
+                          timeout=120)
+        assert gone.status_code == 500 and gone.json()["permanent"] and gone.json()["resumable"], gone.text
+        assert "missing data_batch_1" in gone.json()["error"], gone.text
         before = children.read_text().split()
         assert len(before) == 1, before   # the fork-server lives on
         again = httpx.post(url, json=dict(VALID, deadline_s=3), timeout=120)

@@ -6,6 +6,7 @@ import dataclasses
 import multiprocessing
 import os
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -232,6 +233,19 @@ def test_a_coach_home_of_an_unknown_user_is_named(monkeypatch: pytest.MonkeyPatc
         store_module.coach_home()
 
 
+def test_a_relative_coach_home_in_a_removed_folder_is_named(tmp_path: Path) -> None:
+    """It was a FileNotFoundError traceback (os.getcwd() fails in a folder that was removed)."""
+    from tests.conftest import COACH
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    proc = subprocess.run(["sh", "-c", 'cd "$1" && rmdir "$1" && shift && exec "$@"', "sh", str(gone), *COACH, "status"],
+                          capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, COACH_HOME="relhome"))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "COACH_HOME / XDG_DATA_HOME: cannot be made absolute" in proc.stderr, proc.stderr
+
+
 @pytest.mark.parametrize(
     ("table", "column", "value", "read", "problem"),
     [
@@ -273,3 +287,21 @@ def test_one_damaged_job_does_not_hide_the_others(store: Store) -> None:
     assert [j.job_id for j in store.jobs()] == ["b-000000"]
     [problem] = store.read_jobs()[1]
     assert "job a-000000: eta_json: not JSON" in str(problem)
+
+
+@pytest.mark.parametrize("json_out", [False, True], ids=["table", "json"])
+def test_one_job_with_a_damaged_event_does_not_hide_the_others_from_status(coach_home: Path, json_out: bool) -> None:
+    """An event's time edited by hand made `coach status` print no table at all, and say "the
+    other jobs are not affected"."""
+    from tests.conftest import run_coach
+
+    store = Store()   # the test's own COACH_HOME, which the CLI below opens too
+    for jid in ("a-000000", "b-000000"):
+        store.create_job(jid, jid[0], "x.yaml", {}, 0.1, 1.0)
+        store.add_event(jid, "submitted", "from x.yaml")
+    with sqlite3.connect(store.path) as c:
+        c.execute("UPDATE events SET ts = 'abc' WHERE job_id = 'a-000000'")
+    proc = run_coach("status", *(["--json"] if json_out else []))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "job a-000000: ts: not a number: 'abc'" in proc.stderr, proc.stderr
+    assert "b-000000" in proc.stdout and "a-000000" not in proc.stdout, proc.stdout
