@@ -332,7 +332,9 @@ class JobLoop:
                                                "again when this run ends, or as stale by the next one")
             finally:   # the functions go first: their room is not handed out while they hold it
                 self.run.coordinator.release(jid, done=True)
-                self._prune_checkpoints()   # the functions are gone: nothing writes one any more
+                # the functions are torn down; a role process notices within a second and could
+                # still rename a save into place then: a resume's first recorded epoch prunes it
+                self._prune_checkpoints()
 
     def _budget_left(self) -> float:
         return self.spec.budget - self.store.job(self.run.job_id).spent
