@@ -13,6 +13,9 @@ from rich.console import Console
 from coach.errors import SpecError
 from coach.state.records import FINAL_STATUSES, JobRecord
 
+BETWEEN_SHOWN_S = 1.0
+"""The ETA names the time between epochs from here: below it is fitting and planning, not waiting."""
+
 
 def duration(seconds: float | None) -> str:
     if seconds is None:
@@ -69,7 +72,9 @@ def eta_text(job: JobRecord, now: float | None = None) -> str:
     earlier = f" with {e['earlier']} {e.get('earlier_weight', 0):.0%}" if e.get("earlier") else ""
     budget = e.get("budget_epochs")
     paid = f"; the budget pays for ~{budget} more epoch{'' if budget == 1 else 's'}" if budget is not None else ""
-    return f"{n} epoch{'' if n == 1 else 's'} ({e.get('lo')}–{hi}), ~{duration(secs)}{span}{earlier}{paid}"
+    between = float(e.get("between_epochs_s") or 0.0)   # waiting for cores other jobs hold, mostly
+    waits = f" incl. ~{duration(between)} between epochs" if between >= BETWEEN_SHOWN_S else ""
+    return f"{n} epoch{'' if n == 1 else 's'} ({e.get('lo')}–{hi}), ~{duration(secs)}{span}{waits}{earlier}{paid}"
 
 
 def seconds_left(job: JobRecord, now: float | None = None) -> tuple[float | None, float | None, float | None]:

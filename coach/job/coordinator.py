@@ -27,8 +27,8 @@ from typing import Callable
 
 from coach.backends.base import Capacity
 from coach.errors import BackendError
-from coach.plan import (Allocation, JobDemand, RunningJob, demand_from_json, demand_to_json, expected_wait,
-                        footprint, min_resources, plan, plan_with_waits)
+from coach.plan import (Allocation, JobDemand, RunningJob, demand_from_json, demand_to_json, epoch_hold_s,
+                        expected_wait, footprint, min_resources, plan, plan_with_waits)
 from coach.state.store import Store, own_identity
 
 RECHECK_S = 1.0
@@ -190,7 +190,7 @@ class Coordinator:
         me, now = own_identity(), time.time()
         leases = [l for l in self._store.leases() if l.owner != me]
         running = [RunningJob(math.inf if l.epoch_s is None else max(0.0, l.since + l.epoch_s - now),
-                              l.cpu, l.memory_gib) for l in leases]
+                              l.cpu, l.memory_gib, l.job_id) for l in leases]
         demands = []
         for d in self._store.demands():
             if d.owner == me:
@@ -205,7 +205,7 @@ class Coordinator:
         """Everything holding capacity except `job_id`: this run's other jobs and other processes'."""
         now = time.monotonic()
         return [RunningJob(math.inf if h.epoch_s is None else max(0.0, h.since + h.epoch_s - now),
-                           h.cpu, h.memory_gib) for j, h in self._held.items() if j != job_id] + others.running
+                           h.cpu, h.memory_gib, j) for j, h in self._held.items() if j != job_id] + others.running
 
     def _everyone(self, others: _Elsewhere) -> list[JobDemand]:
         """Every running job's demand, this run's and other processes', oldest first."""
@@ -261,19 +261,23 @@ class Coordinator:
             free_mem = self.capacity.memory_gib - sum(h.memory_gib for h in running)
             first = self._first_in_line(demand, others, free_cpu, free_mem)
         cpu, mem = min_resources(demand)
-        if first is None:
-            wait = expected_wait(cpu, mem, free_cpu, free_mem, running)
-        else:   # the older job takes its room, and holds it for as long as it runs: unknown here
-            first_cpu, first_mem = min_resources(first)
-            wait = expected_wait(cpu, mem, free_cpu - first_cpu, free_mem - first_mem,
-                                 running + [RunningJob(math.inf, first_cpu, first_mem)])
+        # jobs that take the room first: the older waiting job holds it for as long as it runs (its
+        # end unknown here); jobs of other processes that asked first, for an epoch each
+        ahead = [RunningJob(math.inf, *min_resources(first), first.job_id)] if first else [
+            RunningJob(epoch_hold_s(d), *min_resources(d), d.job_id)
+            for _, d in others.demands if queued and d.job_id not in others.holding]
+        wait = expected_wait(cpu, mem, free_cpu - sum(a.cpu for a in ahead), free_mem - sum(a.memory_gib for a in ahead),
+                             running + ahead)
+        holders = sorted({r.job_id for r in running if r.job_id})
         whole = self.capacity.whole
         elsewhere = (whole.cpu - self.capacity.cpu, whole.memory_gib - self.capacity.memory_gib)
         return (f"waiting for capacity: needs {cpu:g} cores / {mem:g} GiB, "
                 f"{max(free_cpu, 0):g} cores / {max(free_mem, 0):g} GiB free"
+                + (f" (held by {', '.join(holders)})" if holders else "")
                 + (f"; other work on the cluster holds {elsewhere[0]:g} cores / {elsewhere[1]:g} GiB"
                    if max(elsewhere) > 1e-9 else "")
-                + ("; a job of another `coach submit` asked first" if queued else "")
+                + (f"; {', '.join(a.job_id for a in ahead) or 'a job'} of another `coach submit` asked first"
+                   if queued else "")
                 + (f"; {first.job_id}, waiting since before this job, takes it first" if first else "") + "; "
                 + ("expected wait unknown" if wait is None else f"expected wait ~{wait:.0f}s"))
 

@@ -41,6 +41,7 @@ TUNING_WAIT_S = 5.0          # a tuning config that does not fit soon is skipped
 FIRST_DEADLINE_S = 900.0     # before anything is measured (a cold fork-server imports MXNet)
 TUNING_SEED, TRAINING_SEED = 100_000, 0
 SEED_STRIDE = 1_000_000      # the job's `seed` moves every epoch's data order by this much
+GAPS = 3                     # the ETA's time between epochs: the median of this run's last GAPS
 
 
 @dataclass
@@ -71,10 +72,9 @@ def deadline_for(history: list[EpochRecord], samples: int) -> float:
     return max(60.0, 4.0 * rates[len(rates) // 2] * samples + 30.0)
 
 
-def _overheads(history: list[EpochRecord],
-               seconds: Callable[[EpochRecord], float] = lambda r: r.duration_s) -> list[float]:
+def _overheads(history: list[EpochRecord], seconds: Callable[[EpochRecord], float]) -> list[float]:
     """Each measured epoch's `seconds` beyond its steady-rate training (start-up, ps-lite,
-    checkpoint), sorted; by default its wall time."""
+    checkpoint), sorted."""
     return sorted(max(0.0, seconds(r) - r.samples / r.samples_per_s) for r in history if r.samples_per_s > 0)
 
 
@@ -94,6 +94,14 @@ def _charged_overheads(history: list[EpochRecord], spec: JobSpec) -> list[float]
 def _median(values: list[float]) -> float:
     """The median of sorted `values` (the upper one of an even count); 0 for none."""
     return values[len(values) // 2] if values else 0.0
+
+
+def between_epochs_s(history: list[EpochRecord], since: float) -> float:
+    """The median wall time between the last training epochs that started after `since` (this
+    run's): waiting for cores that other jobs hold, fitting, planning. A user waits for it too;
+    an ETA of epoch times alone was 2–3× short for two jobs taking turns on the cores."""
+    recent = [r for r in history if r.phase == "training" and r.started_at >= since][-GAPS - 1:]
+    return _median(sorted(max(0.0, b.started_at - a.finished_at) for a, b in zip(recent, recent[1:])))
 
 
 def _mini_epoch_cost(history: list[EpochRecord], w: int, s: int, spec: JobSpec) -> float | None:
@@ -140,6 +148,7 @@ class JobLoop:
         self._fit_cache: tuple | None = None
         self._earlier: list[EarlierRun] = []   # earlier runs of the same model and data, found when the job starts
         self._eta: tuple | None = None   # (records it was computed from, Eta | None)
+        self._started = time.time()   # this run's epochs: the gaps of a stop and resume are no wait
 
     # -- helpers ---------------------------------------------------------------------------
     def _event(self, kind: str, message: str) -> None:
@@ -236,10 +245,14 @@ class JobLoop:
         return self._fit_cache[1], self._fit_cache[2]
 
     def _epoch_seconds(self, history: list[EpochRecord], speed, w: int, s: int) -> float | None:
-        """Predicted wall time of a whole training epoch on (w, s): training + measured overhead."""
+        """Predicted wall time of a whole training epoch on (w, s): training + the overhead charged
+        (start-up, ps-lite, checkpoint: what a warm epoch's wall time holds besides training). The
+        wall-clock overhead of a first epoch also holds every replica's `import mxnet`, which warm
+        replicas do not repeat: with it, a static job's second epoch was predicted at 16 s (others
+        waiting for its cores were told so) where it took 1 s."""
         if speed is None or not history:
             return None
-        return speed.epoch_seconds(w, s, self.n_train) + _median(_overheads(history))
+        return speed.epoch_seconds(w, s, self.n_train) + _median(_charged_overheads(history, self.spec))
 
     def _streak(self, history: list[EpochRecord]) -> int:
         return streak_of(history, self.spec.target_loss)
@@ -260,14 +273,15 @@ class JobLoop:
         fit, speed = self._fits(history)
         if fit is None or self._streak(history) >= self.spec.consecutive:   # done: no ETA left to show
             return None, {}
-        seconds = self._epoch_seconds(history, speed, w, s) or history[-1].duration_s
+        between = between_epochs_s(history, self._started)
+        seconds = (self._epoch_seconds(history, speed, w, s) or history[-1].duration_s) + between
         done = progress_of(history, self.n_train)[-1]
         trained = sum(1 for r in history if r.phase == "training")
         e = eta(fit, self.spec.target_loss, self.spec.consecutive, done, seconds, self._streak(history),
                 horizon=done + self.spec.max_epochs - trained)   # past max_epochs it is unreachable
         info = {"epochs_left": e.epochs_left, "lo": e.lo, "hi": e.hi, "seconds": e.seconds,
                 "seconds_lo": e.seconds_lo, "seconds_hi": e.seconds_hi, "reachable": e.reachable,
-                "asymptote": e.asymptote, "at": time.time(),
+                "asymptote": e.asymptote, "at": time.time(), "between_epochs_s": round(between, 3),
                 "earlier": e.earlier or None,
                 "earlier_weight": round(e.earlier_weight, 3)}
         # the budget may end the job first: said beside the ETA (it read "ETA 9 epochs" two epochs
@@ -512,8 +526,18 @@ class JobLoop:
                 return alloc
             self.run.backend.teardown(job_id)
             coord.release(job_id)
-        return coord.acquire(demand, self._waiting, timeout_s=timeout_s, epoch_s=epoch_s,
-                             should_stop=self._stop_requested)
+        reasons: list[str] = []
+        start = time.monotonic()
+
+        def on_wait(why: str) -> None:
+            reasons.append(why)
+            self._waiting(why)
+
+        alloc = coord.acquire(demand, on_wait, timeout_s=timeout_s, epoch_s=epoch_s, should_stop=self._stop_requested)
+        if alloc is not None and reasons:   # after the fact, `coach events` explains a slow job
+            why = reasons[-1].removeprefix("waiting for capacity: ").rsplit("; expected wait", 1)[0]
+            self._event("waited", f"{time.monotonic() - start:.1f} s for ({alloc.workers}, {alloc.servers}): {why}")
+        return alloc
 
     def _epoch_over(self) -> None:
         """Replicas that stay warm on their own hold nothing once an epoch ends (local processes);

@@ -95,6 +95,17 @@ class RunningJob:
     eta_seconds: float                  # predicted seconds until it frees what it holds (its epoch's end)
     cpu: float                          # cores it holds
     memory_gib: float                   # memory it holds
+    job_id: str = ""                    # who holds it: a waiting job's message names it
+
+
+def epoch_hold_s(demand: JobDemand) -> float:
+    """How long a job will hold the room of its next epoch, as its speed model and its charged
+    overhead predict it at its last training (w, s), else its static or smallest; inf before it
+    was measured (tuning)."""
+    if demand.speed is None:
+        return math.inf
+    w, s = demand.static or demand.current or (1, 1)
+    return demand.samples_per_epoch / demand.speed.predict(w, s) + demand.overhead_s
 
 
 def min_resources(demand: JobDemand) -> tuple[float, float]:

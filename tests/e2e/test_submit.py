@@ -203,6 +203,11 @@ def test_two_submit_processes_share_the_machine_without_oversubscribing(tmp_path
     outs = [p.communicate() for p in procs]
     assert all(p.returncode == 0 for p in procs), [err for _, err in outs]
     assert waited, "one process's job must have waited for the other's cores"
+    # and `coach events` says so after the fact (it showed only plans)
+    said = [e["message"] for out, _ in outs for job in json.loads(out)
+            for e in json.loads(run_coach("events", job["job_id"], "--json", check=True).stdout)
+            if e["kind"] == "waited"]
+    assert said and all(re.match(r"\d+\.\d s for \(1, 1\): needs 0\.85 cores", m) for m in said), said
     spans = sorted((r["started_at"], r["finished_at"], job["job_id"])
                    for out, _ in outs for job in json.loads(out) for r in _history(job["job_id"]))
     for (_, end, a), (start, _, b) in zip(spans, spans[1:]):

@@ -4,6 +4,7 @@ Reads commands on stdin, answers one line each:
   take JOB CPU EPOCH_S   → ok | no      (of CAPACITY_CPU cores; memory: 1 GiB of 8)
   drop JOB               → ok
   wait JOB CPU           → ok: JOB is queued for CPU cores (and 1 GiB), as a waiting job is
+  queue JOB              → ok: the same for `scaling_demand(JOB)`'s smallest allocation, its demand published
   race JOB CPU N         → "GRANTED DOUBLED": N rounds of take, count the leases held, drop
   ask JOB                → "W S": one epoch's grant to `scaling_demand(JOB)` through a Coordinator
                            on SHARED_CAPACITY (its demand stays published, as between epochs)
@@ -21,7 +22,7 @@ from coach.backends.base import Capacity
 from coach.estimate.cost import DEFAULT_RESOURCES
 from coach.estimate.speed import SpeedModel
 from coach.job.coordinator import Coordinator
-from coach.plan import JobDemand
+from coach.plan import JobDemand, demand_to_json, min_resources
 from coach.state.store import Store
 
 CAPACITY_CPU = 1.0
@@ -49,6 +50,11 @@ def main(db: str) -> None:
             print("ok" if ok else "no", flush=True)
         elif cmd == "wait":
             store.wait_for_lease(job, float(args[0]), 1.0, since=time.time())
+            print("ok", flush=True)
+        elif cmd == "queue":   # as a job waiting between its epochs: measured, and in line
+            d = scaling_demand(job)
+            store.publish_demand(job, time.time(), demand_to_json(d))
+            store.wait_for_lease(job, *min_resources(d), since=time.time())
             print("ok", flush=True)
         elif cmd == "drop":
             store.drop_lease(job)

@@ -227,6 +227,30 @@ def test_cores_leased_by_another_process_are_not_handed_out(store: Store, other:
     assert store.leases() == []
 
 
+def test_a_job_of_another_process_that_asked_first_is_named_with_the_epoch_it_takes(
+        store: Store, other: OtherProcess) -> None:
+    """Two `coach submit` runs taking turns: the room was free, the other's job asked first, and
+    the wait read "expected wait ~0s" where it was that job's epoch (about 8 s for LeNet)."""
+    from coach.plan import epoch_hold_s
+
+    assert other("queue", "first") == "ok"
+    coord = Coordinator(Capacity(cpu=1.0, memory_gib=64), store)
+    reasons: list[str] = []
+    assert coord.acquire(demand("b"), reasons.append, timeout_s=0.3) is None
+    held = epoch_hold_s(scaling_demand("first"))   # 4000 samples at 1420 samples/s on (1, 1)
+    assert held == pytest.approx(4000 / 1420)
+    assert "1 cores / 64 GiB free; first of another `coach submit` asked first" in reasons[0], reasons
+    assert f"expected wait ~{held:.0f}s" in reasons[0], reasons
+
+
+def test_the_jobs_holding_the_room_are_named() -> None:
+    coord = Coordinator(Capacity(cpu=1.0, memory_gib=8))
+    assert coord.acquire(demand("holder"), epoch_s=lambda w, s: 30.0) is not None
+    reasons: list[str] = []
+    assert coord.acquire(demand("b"), reasons.append, timeout_s=0.1) is None
+    assert "0.15 cores / 6.25 GiB free (held by holder); expected wait ~30s" in reasons[0], reasons
+
+
 def _queued(store: Store, job_id: str) -> bool:
     with sqlite3.connect(store.path) as c:
         return c.execute("SELECT 1 FROM lease_waits WHERE job_id = ?", (job_id,)).fetchone() is not None

@@ -39,6 +39,13 @@ def job(status: str = "training", target: float = 0.3, val: float | None = 0.5, 
         pytest.param(job(reachable=True, asymptote=0.1, epochs_left=9, lo=3, hi=28, seconds=27.0,
                          seconds_lo=9.0, seconds_hi=85.0, at=NOW, budget_epochs=2),
                      "9 epochs (3–28), ~27s [9s–1m25s]; the budget pays for ~2 more epochs", id="budget-first"),
+        # two jobs taking turns on the cores: the seconds count the wait, and the line says so
+        pytest.param(job(reachable=True, asymptote=0.1, epochs_left=3, lo=3, hi=5, seconds=45.0,
+                         seconds_lo=45.0, seconds_hi=75.0, at=NOW, between_epochs_s=9.6),
+                     "3 epochs (3–5), ~45s [45s–1m15s] incl. ~10s between epochs", id="sharing-the-cores"),
+        pytest.param(job(reachable=True, asymptote=0.1, epochs_left=3, lo=3, hi=5, seconds=15.0,
+                         seconds_lo=15.0, seconds_hi=25.0, at=NOW, between_epochs_s=0.3),
+                     "3 epochs (3–5), ~15s [15s–25s]", id="alone: fitting between epochs is not said"),
     ],
 )
 def test_eta_text(record: JobRecord, expected: str) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from coach.estimate.cost import epoch_cost
 from coach.estimate import SpeedSample, fit_speed
-from coach.job.loop import _charged_overheads, _known_not_to_help, _median, _mini_epoch_cost
+from coach.job.loop import _charged_overheads, _known_not_to_help, _median, _mini_epoch_cost, between_epochs_s
 from coach.plan import JobDemand, predicted_epoch_cost
 from coach.spec import load_spec
 from coach.state.records import EpochRecord
@@ -87,3 +87,32 @@ def test_tuning_skips_a_server_that_did_not_help_more_workers(tmp_path: Path, wi
     history = [mini(spec, 2, 1, 1.0, 1.0, rate=6610.0), mini(spec, 2, 2, 1.0, 1.0, rate=with_s)]
     why = _known_not_to_help(history, 1, 2)
     assert (why is None) if said is None else (said in why), why
+
+
+def timed(phase: str, started: float, finished: float) -> EpochRecord:
+    return EpochRecord(job_id="j", phase=phase, epoch=1, workers=1, servers=1, train_loss=2.0, val_loss=1.9,
+                       duration_s=finished - started, samples=256, samples_per_s=1000.0, cost=0.0,
+                       started_at=started, finished_at=finished)
+
+
+@pytest.mark.parametrize(
+    ("spans", "since", "between"),
+    [
+        pytest.param([], 0.0, 0.0, id="nothing-run"),
+        pytest.param([("training", 10, 20)], 0.0, 0.0, id="one-epoch: no gap yet"),
+        # two jobs taking turns: each waits an epoch of the other's (the ETA was 2-3x short)
+        pytest.param([("training", 0, 10), ("training", 20, 30), ("training", 41, 51)], 0.0, 11.0,
+                     id="taking-turns"),
+        # tuning's gaps (the head start, its deploys) say nothing of training's
+        pytest.param([("tuning", 0, 1), ("tuning", 30, 31), ("training", 31.5, 40), ("training", 40.5, 50)],
+                     0.0, 0.5, id="tuning-left-out"),
+        # stopped on Friday, resumed on Monday: no wait of this run's
+        pytest.param([("training", 0, 10), ("training", 10.2, 20), ("training", 1e6, 1e6 + 10)], 5e5, 0.0,
+                     id="a-resume-is-no-wait"),
+        # the median of the last 3: one long wait that ended does not stick
+        pytest.param([("training", 0, 1), ("training", 61, 62), ("training", 62.5, 63),
+                      ("training", 63.5, 64), ("training", 64.5, 65)], 0.0, 0.5, id="recent-only"),
+    ],
+)
+def test_the_eta_counts_the_time_between_this_runs_epochs(spans: list[tuple], since: float, between: float) -> None:
+    assert between_epochs_s([timed(*span) for span in spans], since) == pytest.approx(between)
