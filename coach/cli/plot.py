@@ -34,6 +34,7 @@ def plot(job_id: str = typer.Argument(..., metavar="JOB"),
         n_train = _epoch_size(spec)
         batch, consecutive = int(spec.get("batch_size", 64)), int(spec.get("consecutive", 3))
         limits = (int(spec["max_workers"]), int(spec["max_servers"])) if "max_servers" in spec else None
+        max_epochs = int(spec["max_epochs"]) if "max_epochs" in spec else None
     except (AttributeError, KeyError, TypeError, ValueError, SpecError) as e:
         raise StateError(f"{store.path}: job {job.job_id}: spec_json: cannot be read back ({type(e).__name__}: "
                          f"{e}); the row was edited or damaged") from None
@@ -41,7 +42,8 @@ def plot(job_id: str = typer.Argument(..., metavar="JOB"),
     fit, speed = fit_history(epochs, batch, n_train, earlier=earlier)
     try:
         path = plot_job(output, epochs, job.target_loss, fit, speed, consecutive=consecutive,
-                        title=f"{job.job_id} ({job.status})", samples_per_epoch=n_train, limits=limits)
+                        title=f"{job.job_id} ({job.status})", samples_per_epoch=n_train, limits=limits,
+                        max_epochs=max_epochs)
     except OSError as e:
         raise CoachError(f"{output}: cannot write the plot: {e.strerror or e}") from None
     print(path)

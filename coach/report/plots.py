@@ -37,16 +37,18 @@ from coach.state.records import EpochRecord  # noqa: E402
 
 def plot_job(out: Path, epochs: Sequence[EpochRecord], target: float, fit: ConvergenceFit | None,
              speed: SpeedModel | None, consecutive: int = 3, title: str | None = None,
-             samples_per_epoch: float | None = None, limits: tuple[int, int] | None = None) -> Path:
+             samples_per_epoch: float | None = None, limits: tuple[int, int] | None = None,
+             max_epochs: int | None = None) -> Path:
     """Draw the three panels into `out` (PNG) and return its path. `samples_per_epoch`: the
     training split's size, which places tuning mini-epochs where the job loop's fit did
     (None: the training epochs' median, see `progress_of`). `limits`: the job's max_workers and
-    max_servers, beyond which the speed surface is not drawn (the job never runs there)."""
+    max_servers, beyond which the speed surface is not drawn (the job never runs there).
+    `max_epochs`: the job's, past which the prediction is "not within max_epochs", as its ETA says."""
     out = Path(out)
     fig, (ax_loss, ax_ws, ax_speed) = plt.subplots(1, 3, figsize=(16, 4.8))
     fig.suptitle(title or (f"job {epochs[0].job_id}" if epochs else "job"))
     x = np.array(progress_of(epochs, samples_per_epoch), dtype=float)
-    _loss_panel(ax_loss, x, epochs, target, fit, consecutive)
+    _loss_panel(ax_loss, x, epochs, target, fit, consecutive, max_epochs)
     _ws_panel(ax_ws, x, epochs)
     _speed_panel(fig, ax_speed, epochs, speed, limits)
     fig.tight_layout()
@@ -57,7 +59,7 @@ def plot_job(out: Path, epochs: Sequence[EpochRecord], target: float, fit: Conve
 
 
 def _loss_panel(ax, x: np.ndarray, epochs: Sequence[EpochRecord], target: float, fit: ConvergenceFit | None,
-                consecutive: int) -> None:
+                consecutive: int, max_epochs: int | None = None) -> None:
     y = np.array([e.val_loss for e in epochs], dtype=float)
     tuning = np.array([e.phase == "tuning" for e in epochs], dtype=bool)
     done = x_end = float(x.max()) if x.size else 1.0
@@ -66,7 +68,10 @@ def _loss_panel(ax, x: np.ndarray, epochs: Sequence[EpochRecord], target: float,
     met = streak >= consecutive   # a finished job: where it stopped is a fact
     pred = None
     if fit is not None and not met:
-        pred = fit.epochs_to_target(target, consecutive, start=math.floor(done + 1e-9), streak=streak)
+        # the job loop's horizon: an interval past max_epochs was drawn ([6, 44] for max_epochs 25)
+        horizon = None if max_epochs is None else done + max_epochs - trained
+        pred = fit.epochs_to_target(target, consecutive, start=math.floor(done + 1e-9), streak=streak,
+                                    horizon=horizon)
     # epochs left to the stop and to the interval's ends, as `coach status` counts them; the x axis
     # counts tuning as fractions of an epoch, the labels count training epochs
     n, lo, hi = epochs_left(pred, done, consecutive, streak) if pred is not None else (None, None, None)
@@ -97,13 +102,16 @@ def _loss_panel(ax, x: np.ndarray, epochs: Sequence[EpochRecord], target: float,
                            label=f"80% interval [{trained + lo}, {'never' if hi is None else trained + hi}]")
         else:   # the note says which: the target under the curve's floor, or too far to follow it
             why = ("the target is at or below it" if target <= pred.asymptote
-                   else "the target is beyond the horizon")
+                   else "not within max_epochs" if max_epochs is not None else "the target is beyond the horizon")
             ax.axhline(pred.asymptote, color="tab:red", ls=":", lw=1,
                        label=f"unreachable: asymptote {pred.asymptote:.3g}, {why}")
     ax.set_xlabel("training progress (epochs; tuning mini-epochs count as fractions)")
     ax.set_ylabel("validation loss")
     ax.set_title("convergence")
-    if y.size and np.all(y > 0) and y.max() / max(y.min(), 1e-12) > 20:
+    # judged with the target: losses from 4.5 to 0.4 with a target of 0.06 drew the target, the fit
+    # and its crossing in the bottom few pixels of a linear axis
+    shown = np.append(y, target)
+    if np.all(shown > 0) and shown.max() / shown.min() > 20:
         ax.set_yscale("log")
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)

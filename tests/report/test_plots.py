@@ -218,6 +218,44 @@ def test_loss_panel_counts_the_epochs_already_under_the_target(tmp_path, monkeyp
     assert sum("stop rule" in label for label in labels) == 1, labels
 
 
+def test_the_interval_stops_at_max_epochs_as_the_eta_does(tmp_path, monkeypatch):
+    """`coach status` bounds its prediction by what max_epochs leaves; the plot did not, and drew
+    "80% interval [6, 44]" for a job of max_epochs 25."""
+    from coach.report import plots
+
+    recs = records(15)
+    fit = fit_convergence(progress_of(recs), [r.val_loss for r in recs])
+    unbounded = fit.epochs_to_target(0.6, 3, start=15)
+    assert unbounded.hi is not None and unbounded.hi > 35, unbounded   # the case: an upper end past it
+
+    def interval(max_epochs: int | None) -> str:
+        figures = []
+        monkeypatch.setattr(plots.plt, "close", figures.append)
+        plot_job(tmp_path / "job.png", recs, target=0.6, fit=fit, speed=None, max_epochs=max_epochs)
+        labels = [t.get_text() for t in figures[0].axes[0].get_legend().get_texts()]
+        return next(label for label in labels if label.startswith("80% interval"))
+
+    assert not interval(None).endswith("never]")
+    assert interval(35).endswith(", never]")
+
+
+@pytest.mark.parametrize(("losses", "target", "scale"), [
+    ([4.5, 2.0, 1.2, 0.8, 0.5, 0.4], 0.06, "log"),     # the target far under the losses (it was linear)
+    ([4.5, 2.0, 1.2, 0.8, 0.5, 0.4], 0.3, "linear"),   # all within a factor of 15 (log from 20)
+    ([2.0, 0.05, 0.04, 0.03], 0.03, "log"),
+])
+def test_the_loss_axis_is_logarithmic_when_the_losses_and_target_span_a_decade(tmp_path, monkeypatch, losses,
+                                                                               target, scale):
+    from coach.report import plots
+
+    figures = []
+    monkeypatch.setattr(plots.plt, "close", figures.append)
+    recs = [EpochRecord("job1", "training", e, 1, 1, loss, loss, 1.0, 400, 400.0, 0.01)
+            for e, loss in enumerate(losses, start=1)]
+    plot_job(tmp_path / "job.png", recs, target=target, fit=None, speed=None)
+    assert figures[0].axes[0].get_yscale() == scale
+
+
 def test_a_plateau_is_labelled_as_one(tmp_path, monkeypatch):
     noise = np.random.default_rng(1).normal(0, 0.002, 12)
     recs = [EpochRecord("job1", "training", e, 1, 1, 2.3 + n, 2.3 + n, 1.0, 400, 400.0, 0.01)
