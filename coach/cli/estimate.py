@@ -23,7 +23,7 @@ from rich.table import Table
 from coach.errors import EstimateError, SpecError
 
 if TYPE_CHECKING:  # scipy costs a second: every other command starts without it
-    from coach.estimate import EarlierRun, EpochsPrediction
+    from coach.estimate import ConvergenceFit, EarlierRun, EpochsPrediction
 
 
 @dataclass(frozen=True)
@@ -104,10 +104,10 @@ def read_curve(path: Path) -> Curve:
 
 
 def predict_curve(curve: Curve, target: float, consecutive: int = 1,
-                  earlier: Sequence[EarlierRun] = ()) -> EpochsPrediction:
-    """The curve's stop epoch, in the file's epoch numbering: where the rows already meet the
-    stop rule, that epoch; else predicted by the fit from the last row on (as the job loop
-    predicts from the epochs run), with `earlier` runs of the same model and data (see
+                  earlier: Sequence[EarlierRun] = ()) -> tuple[ConvergenceFit, EpochsPrediction]:
+    """The fit and the curve's stop epoch, in the file's epoch numbering: where the rows already
+    meet the stop rule, that epoch; else predicted by the fit from the last row on (as the job
+    loop predicts from the epochs run), with `earlier` runs of the same model and data (see
     `earlier_of`) as a second opinion."""
     from coach.estimate import EpochsPrediction, fit_convergence
     from coach.estimate.stop_rule import met_in
@@ -118,10 +118,10 @@ def predict_curve(curve: Curve, target: float, consecutive: int = 1,
     if at is not None:   # the fitted curve, a compromise over all rows, may cross somewhere else
         epoch = curve.epochs[at]   # as the file writes it: a row at epoch 0.5 is not epoch 0
         epoch = int(epoch) if epoch.is_integer() else epoch
-        return EpochsPrediction(epoch=epoch, lo=epoch, hi=epoch, reachable=True, asymptote=fit.b2,
-                                note=f"met in the file at epoch {epoch:g}")
-    return fit.epochs_to_target(target, consecutive, start=math.floor(progress[-1] + 1e-9), streak=streak,
-                                offset=curve.offset)
+        return fit, EpochsPrediction(epoch=epoch, lo=epoch, hi=epoch, reachable=True, asymptote=fit.b2,
+                                     note=f"met in the file at epoch {epoch:g}")
+    return fit, fit.epochs_to_target(target, consecutive, start=math.floor(progress[-1] + 1e-9), streak=streak,
+                                     offset=curve.offset)
 
 
 def earlier_of(path: Path) -> EarlierRun:
@@ -153,16 +153,20 @@ def estimate(
     data = read_curve(curve)
     before = [earlier_of(path) for path in earlier or []]
     try:
-        pred = predict_curve(data, target, consecutive, before)
+        fit, pred = predict_curve(data, target, consecutive, before)
     except EstimateError as exc:
         raise SpecError(str(curve), "", str(exc)) from exc
     except (OverflowError, FloatingPointError, ValueError):   # e.g. losses near 1e308 (OverflowError reads '(34, ...)')
         raise SpecError(str(curve), "loss", f"values too large to fit a curve to (the largest is "
                                             f"{max(data.losses):.3g})") from None
     used = pred.earlier.run.label if pred.earlier is not None else None   # the earlier run that counted
+    # l(e) = 1/(b0·e + b1) + b2 in the file's epoch numbers (the fit's k is e + offset); a plateau
+    # is b0 = 0 with no b1 to speak of
+    b0, b1, b2 = (float(f"{v:.6g}") for v in (fit.b0, fit.b1 + fit.b0 * data.offset, fit.b2))
     if json_out:
         out = {"epochs_to_target": pred.epoch, "interval": [pred.lo, pred.hi],
-               "asymptote": float(f"{pred.asymptote:.6g}"), "reachable": pred.reachable, "note": pred.note}
+               "asymptote": float(f"{pred.asymptote:.6g}"), "reachable": pred.reachable, "note": pred.note,
+               "fit": {"b0": b0, "b1": b1 if b0 > 0 else None, "b2": b2}}
         if before:
             out["earlier_run"] = used
             out["earlier_run_weight"] = round(pred.earlier_weight, 3)
@@ -176,6 +180,7 @@ def estimate(
                   + (" (met in the file)" if pred.epoch is not None and pred.epoch <= data.epochs[-1] else ""))
     table.add_row("80% interval", f"[{_show(pred.lo)}, {_show(pred.hi, 'never')}]")
     table.add_row("asymptote b2", f"{pred.asymptote:.4g}")
+    table.add_row("fit", f"1/({b0:.4g}·epoch + {b1:.4g}) + {b2:.4g}" if b0 > 0 else f"flat at {b2:.4g}")
     table.add_row("reachable", "yes" if pred.reachable else "no")
     if before:
         table.add_row(f"weight of {used or 'earlier runs'}", f"{pred.earlier_weight:.0%}")

@@ -53,6 +53,14 @@ def test_recovers_generated_curve(tmp_path, b, target, crossing):
     assert out["epochs_to_target"] == crossing
     assert out["interval"][0] <= crossing <= out["interval"][1]
     assert out["asymptote"] == pytest.approx(b[2], abs=1e-4)
+    # every coefficient comes back, not the asymptote only: l(e) = 1/(b0·e + b1) + b2
+    assert [out["fit"][n] for n in ("b0", "b1", "b2")] == pytest.approx(b, abs=1e-3)
+
+
+def test_coefficients_are_in_the_files_epoch_numbers(tmp_path):
+    k = np.arange(1, 21)   # written as epochs 0..19: 1/(0.5·k + 1) = 1/(0.5·e + 1.5)
+    out = run(str(write_curve(tmp_path, k - 1, 1 / (0.5 * k + 1.0) + 0.1)), "--target", "0.15")
+    assert [out["fit"][n] for n in ("b0", "b1", "b2")] == pytest.approx((0.5, 1.5, 0.1), abs=1e-3)
 
 
 def test_consecutive_counts_the_stop_rule(tmp_path):
@@ -118,7 +126,7 @@ def test_non_converging_curve_is_unreachable(tmp_path):
     k = np.arange(1, 31)
     out = run(str(write_curve(tmp_path, k, 2.3 + rng.normal(0, 0.02, k.size))), "--target", "0.2")
     assert out == {"epochs_to_target": None, "interval": [None, None], "asymptote": out["asymptote"],
-                   "reachable": False, "note": out["note"]}
+                   "reachable": False, "note": out["note"], "fit": {"b0": 0.0, "b1": None, "b2": out["asymptote"]}}
     assert out["asymptote"] > 0.2 and "at or below the fitted asymptote" in out["note"]   # says why
 
 
