@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -259,6 +260,10 @@ class Store:
         ids = [r["job_id"] for r in rows]
         if job_id in ids:
             return job_id
+        # a job's name: `tight` is tight-eb8336 beside tight2-448177 (ids are the name and 6 hex digits)
+        named = [i for i in ids if re.fullmatch(re.escape(job_id) + r"-[0-9a-f]{6}", i)]
+        if len(named) == 1:
+            return named[0]
         if not ids:
             raise StateError(f"no job {job_id!r} in {self.path}; `coach status` lists the jobs")
         if len(ids) > 1:

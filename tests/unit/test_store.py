@@ -23,10 +23,13 @@ def store(tmp_path: Path) -> Store:
 
 @pytest.mark.parametrize(
     ("given", "found"),
-    [("m-raise-da908e", "m-raise-da908e"), ("m-r", "m-raise-da908e"), ("m_r", None), ("m%", None), ("", None)],
+    [("m-raise-da908e", "m-raise-da908e"), ("m-r", "m-raise-da908e"), ("m_r", None), ("m%", None), ("", None),
+     ("m", None),                       # no job is named m: m-raise and mxraise are both prefixed by it
+     ("tight", "tight-eb8336"),         # a job's whole name (tight2's too is prefixed by it)
+     ("tight2", "tight2-448177")],
 )
 def test_job_ids_match_as_plain_prefixes(store: Store, given: str, found: str | None) -> None:
-    for jid in ("m-raise-da908e", "mxraise-000000"):
+    for jid in ("m-raise-da908e", "mxraise-000000", "tight-eb8336", "tight2-448177"):
         store.create_job(jid, "m", "x.yaml", {}, 0.1, 1.0)
     if found is None:
         with pytest.raises(StateError):
