@@ -234,9 +234,7 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
         raise CoachError(f"{job.job_id} is run by coach process {other} (resumed meanwhile, or still ending)")
     if job.status == "interrupted":   # its killed run ended at its last update: said so before it is overwritten
         store.add_event(job.job_id, "interrupted", "its coach process ended without a word", ts=job.updated_at)
-    # its ETA counts down from its prediction: the time the job stood still does not count (a
-    # resumed job read "ETA 15 epochs, ~0s" until its next epoch ended)
-    eta = dict(job.eta, at=time.time()) if "at" in job.eta else job.eta
+    eta = resumed_eta(job.eta, new_budget=budget is not None)
     # a training epoch's loss is stored with its ETA, after the epoch's record: a run killed
     # between the two showed the epoch before's loss until the resumed job's next epoch ended
     last = dict(val_loss=history[-1].val_loss, val_epoch=f"{history[-1].phase} {history[-1].epoch}") if history else {}
@@ -245,6 +243,16 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
     moved = f" on the {runner.name} backend (it ran on {job.backend})" if runner.name != job.backend else ""
     store.add_event(job.job_id, "resumed", f"from epoch {job.epoch}{moved}")
     _run({job.job_id: spec}, runner, json_out, store)
+
+
+def resumed_eta(eta: dict[str, Any], new_budget: bool, now: float | None = None) -> dict[str, Any]:
+    """A resumed job's ETA until its next epoch ends: counted down from now, since the time the job
+    stood still does not count (a resumed job read "ETA 15 epochs, ~0s"); with a new budget, without
+    what the old one paid for (it read "the budget pays for ~0 more epochs")."""
+    eta = dict(eta, at=time.time() if now is None else now) if "at" in eta else dict(eta)
+    if new_budget:
+        eta.pop("budget_epochs", None)
+    return eta
 
 
 def stop(job_id: str = typer.Argument(..., metavar="JOB", help="A job id or a unique prefix of one.")) -> None:

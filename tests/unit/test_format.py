@@ -148,3 +148,16 @@ def test_the_live_line_wraps_on_a_narrow_terminal(tmp_path, monkeypatch) -> None
     watch(store, ["mlp-digits-9d182a"], lambda: True, terminal)
     text = screen.getvalue()
     assert "spent 0 / 0.001" in text and "ETA 2 epochs (2–4)" in text, text
+
+
+@pytest.mark.parametrize(("new_budget", "said"), [
+    (False, "3 epochs (2–5), ~30s [20s–50s]; the budget pays for ~0 more epochs"),
+    (True, "3 epochs (2–5), ~30s [20s–50s]"),   # it said "~0 more epochs" with the new budget
+])
+def test_a_resumed_eta_counts_from_the_resume_and_forgets_an_old_budget(new_budget: bool, said: str) -> None:
+    from coach.cli.jobs import resumed_eta
+
+    stopped = dict(reachable=True, asymptote=0.1, epochs_left=3, lo=2, hi=5, seconds=30.0, seconds_lo=20.0,
+                   seconds_hi=50.0, at=NOW - 3600, budget_epochs=0)   # predicted an hour before the resume
+    eta = resumed_eta(stopped, new_budget, now=NOW)
+    assert eta_text(job(**eta), now=NOW) == said
