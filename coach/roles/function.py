@@ -100,6 +100,23 @@ class FunctionRuntime:
         self._server = ForkServer()
         self._role_pid: int | None = None   # the role process of the event being served
 
+    def readiness(self) -> tuple[int, str]:
+        """Whether this replica serves an event at once: (200, ...) once its fork-server has
+        imported MXNet, (503, ...) while it imports, (500, why) if it died doing so. Nuclio takes
+        events once a replica's handler has loaded; here the import goes on after, so a backend
+        waits for this before it invokes: a role whose event came first was charged the wait for
+        a new sibling's import (a grown epoch cost 4.4× its predicted cost)."""
+        if self._server.ready_at is None and self._lock.acquire(blocking=False):
+            try:   # no event is served, so no task was sent: "ready" is all the fork-server says
+                self._server.events()
+            finally:
+                self._lock.release()
+        if self._server.ready_at is not None:
+            return 200, "ready"
+        if not self._server.alive():
+            return 500, f"{self.role} fork-server {_describe_exit(self._server.proc.returncode)} while importing MXNet"
+        return 503, f"{self.role} fork-server is importing MXNet"
+
     def handle(self, context: Any, event: Any) -> Any:
         """Run one role of one epoch; answer JSON (200), or an error naming the problem."""
         Response = context.Response

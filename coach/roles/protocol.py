@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 ROLES = ("scheduler", "server", "worker")
+READY_PATH = "/__ready"   # GET: 200 once a replica serves an event at once (`FunctionRuntime.readiness`)
 
 
 class EventError(ValueError):

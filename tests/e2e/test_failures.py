@@ -219,6 +219,26 @@ def test_epochs_whose_functions_cannot_be_deployed_are_retried_after_a_growing_p
     assert len(calls) == 4 and gaps[0] >= DEPLOY_RETRY_S and gaps[1] >= 2 * DEPLOY_RETRY_S, gaps
 
 
+def test_a_deploy_returns_once_its_new_replicas_serve_at_once(coach_home: Path) -> None:
+    """Before, a replica was deployed once it listened, while its fork-server still imported MXNet:
+    the roles already warm started their epoch and waited in ps-lite for the new one, charged for
+    it (a job grown by one server paid 4.4× its predicted epoch and overspent its budget)."""
+    import httpx
+
+    from coach.backends.local import LocalBackend
+
+    backend = LocalBackend(log_dir=coach_home / "logs")
+    try:
+        for group in ({"scheduler": 1, "server": 1, "worker": 1}, {"scheduler": 1, "server": 2, "worker": 1}):
+            backend.deploy("ready", group)
+            replicas = backend._jobs["ready"].replicas
+            ports = [r.port for role in group for r in replicas[role]]
+            assert len(ports) == sum(group.values())
+            assert all(httpx.get(f"http://127.0.0.1:{port}/__ready", timeout=10).status_code == 200 for port in ports)
+    finally:
+        backend.close()
+
+
 @pytest.mark.parametrize("how", ["stop", "close"])
 def test_a_stop_while_a_replica_starts_ends_the_deploy_and_its_process(coach_home: Path, tmp_path: Path,
                                                                        how: str) -> None:

@@ -16,6 +16,15 @@ from coach.state.records import EpochRecord
 CURVE = Path(__file__).resolve().parents[2] / "bench" / "curves" / "mnist5k_mlp_sgd_lr0.003.csv"
 
 
+@pytest.fixture(autouse=True)
+def _close_figures():
+    """Tests that read a figure keep it from `plt.close`; closed here, after monkeypatch undoes that."""
+    yield
+    from coach.report import plots
+
+    plots.plt.close("all")
+
+
 def records(n_train: int = 20, tuning_samples: int = 400) -> list[EpochRecord]:
     with CURVE.open() as fh:
         rows = list(csv.DictReader(fh))

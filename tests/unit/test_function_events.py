@@ -148,3 +148,25 @@ def test_a_replica_killed_before_it_could_serve_charges_nothing() -> None:
         poster.join(60)
         assert answer and answer[0].status_code == 500 and "fork-server" in answer[0].json()["error"], answer
         assert answer[0].json()["function_s"] == 0.0
+
+
+def test_a_replica_says_when_it_serves_an_event_at_once() -> None:
+    """A backend waits for this before invoking (as Nuclio takes events once a replica's handler
+    has loaded): 503 while its fork-server imports MXNet, 200 once it has."""
+    with fresh_replica() as (_, url):
+        first = httpx.get(url + "__ready", timeout=10)
+        assert first.status_code == 503 and "importing MXNet" in first.text, first.text
+        deadline = time.monotonic() + 120
+        while (r := httpx.get(url + "__ready", timeout=10)).status_code == 503 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert r.status_code == 200, r.text
+
+
+def test_a_replica_whose_fork_server_died_while_importing_says_so() -> None:
+    with fresh_replica() as (proc, url):
+        [fork_server] = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        os.kill(int(fork_server), signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while (r := httpx.get(url + "__ready", timeout=10)).status_code == 503 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert r.status_code == 500 and "worker fork-server was killed by SIGKILL while importing MXNet" in r.text, r.text

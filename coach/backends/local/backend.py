@@ -25,11 +25,13 @@ from coach.backends.base import NO_ANSWER, Capacity, Invocation, Placement
 from coach.errors import BackendError, SpecError
 from coach.models.limit import USER_CODE_LIMIT_ENV, user_code_limit
 from coach.ports import free_port
-from coach.roles.protocol import ROLES
+from coach.roles.protocol import READY_PATH, ROLES
 from coach.roles.runner import PARENT_ENV
 
 FUNCTIONS_DIR = Path(__file__).resolve().parents[3] / "functions"
 START_TIMEOUT_S = 60.0
+READY_TIMEOUT_S = 300.0   # a new replica's `import mxnet`: 2-10 s here, more on a machine short of memory
+READY_POLL_S = 0.1
 STOP_POLL_S = 0.25   # how often a replica's start checks for a stop
 STOP_TIMEOUT_S = 5.0
 
@@ -123,6 +125,37 @@ class LocalBackend:
             raise BackendError(f"local {role} function did not start ({why}); see {self.log_dir or 'its stderr'}")
         return int(line.split()[1])
 
+    def _await_ready(self, fresh: list[tuple[str, _Replica]], should_stop: Callable[[], bool]) -> None:
+        """Until every new replica serves an event at once (its fork-server has imported MXNet),
+        as a Nuclio replica takes events only once its handler has loaded. Invoked before, the
+        roles already warm waited in their ps-lite group for the new one's import, and were
+        charged for it: an epoch grown by one server cost 4.4× its prediction and overspent the
+        job's budget by three epochs' worth."""
+        waiting, end = list(fresh), time.monotonic() + READY_TIMEOUT_S
+        while waiting:
+            if self._closed:
+                raise BackendError("the local backend is shut down (interrupted)")
+            if should_stop():
+                raise BackendError(f"stopped by request while a local {waiting[0][0]} function started")
+            still = []
+            for role, replica in waiting:
+                try:
+                    r = self._http.get(f"http://127.0.0.1:{replica.port}{READY_PATH}", timeout=10)
+                except httpx.HTTPError as e:
+                    raise BackendError(f"local {role} function stopped answering while it started "
+                                       f"({type(e).__name__}); see {self.log_dir or 'its stderr'}") from None
+                if r.status_code == 500:
+                    raise BackendError(f"local {role} function did not start: {r.text}; see "
+                                       f"{self.log_dir or 'its stderr'}")
+                if r.status_code != 200:
+                    still.append((role, replica))
+            waiting = still
+            if waiting and time.monotonic() > end:
+                raise BackendError(f"local {waiting[0][0]} function was not ready in {READY_TIMEOUT_S:.0f} s "
+                                   f"(importing MXNet); see {self.log_dir or 'its stderr'}")
+            if waiting:
+                time.sleep(READY_POLL_S)
+
     @staticmethod
     def _stop(proc: subprocess.Popen) -> None:
         if proc.poll() is None:
@@ -161,6 +194,7 @@ class LocalBackend:
         started = [(role, self._start(job_id, role)) for role, n in missing.items() for _ in range(n)]
         try:
             fresh = [(role, _Replica(p, self._await_port(p, role, should_stop))) for role, p in started]
+            self._await_ready(fresh, should_stop)
         except BaseException:   # also a store error from should_stop, a Ctrl-C: none is registered yet
             for _, p in started:
                 self._stop(p)

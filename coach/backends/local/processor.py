@@ -24,6 +24,7 @@ from typing import Any
 import nuclio_sdk
 import yaml
 
+from coach.roles.protocol import READY_PATH
 from coach.roles.runner import exit_with_parent
 
 HEALTH_PATH = "/__health"
@@ -71,6 +72,9 @@ def make_server(function_dir: Path, port: int = 0) -> tuple[ThreadingHTTPServer,
         def do_GET(self) -> None:
             if self.path == HEALTH_PATH:
                 self._reply(200, "ok", "text/plain", {})
+            elif self.path == READY_PATH:
+                runtime = getattr(context.user_data, "runtime", None)
+                self._reply(*(runtime.readiness() if runtime is not None else (200, "ready")), "text/plain", {})
             else:
                 self._event()
 
