@@ -218,12 +218,6 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
             raise SpecError("--budget", "", f"{job.job_id} has spent {job.spent:.4g}{owes}; give more than "
                                             f"{job.spent + owed:.6g}, got {budget:g}")
     history = store.epochs(job.job_id)
-    cheapest = min((e.cost for e in history if e.phase == "training" and e.cost > 0), default=None)
-    if budget is not None and cheapest is not None and budget - job.spent - owed < cheapest:
-        # it would start its functions only to stop on its budget again (and pay for the start)
-        raise SpecError("--budget", "", f"{job.job_id} has spent {job.spent + owed:.4g} and its cheapest epoch "
-                                        f"cost {cheapest:.4g}: give at least {job.spent + owed + cheapest:.6g} "
-                                        f"for one more epoch, got {budget:g}")
     trained = sum(1 for e in history if e.phase == "training")
     limit = max_epochs or spec.max_epochs
     if trained >= limit and max_epochs is not None:

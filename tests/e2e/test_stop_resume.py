@@ -109,23 +109,6 @@ def test_resume_refuses_bad_limits_as_bad_input_and_keeps_the_job(coach_home: Pa
     assert (job.status, job.budget, job.spent) == ("stopped", 0.01, 0.001)
 
 
-def test_resume_refuses_a_budget_that_buys_no_epoch(coach_home: Path) -> None:
-    """It was accepted, and the job started its functions only to stop on its budget at once."""
-    from coach.state.records import EpochRecord
-
-    store = Store()
-    spec = dataclasses.asdict(parse_spec(dict(FAST_JOB, name="spent", budget=0.001), "j.yaml"))
-    store.create_job("spent", "spent", "j.yaml", spec, 0.3, 0.001)
-    for epoch, cost in ((1, 0.0006), (2, 0.0004)):
-        store.record_epoch(EpochRecord("spent", "training", epoch, 1, 1, 1.0, 0.9, 1.0, 100, 100.0, cost))
-    store.update_job("spent", status="budget_exhausted", message="budget exhausted")
-    proc = run_coach("resume", "spent", "--budget", "0.0012")
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-    assert ("--budget: spent has spent 0.001 and its cheapest epoch cost 0.0004: give at least 0.0014 for one "
-            "more epoch, got 0.0012") in proc.stderr, proc.stderr
-    assert (store.job("spent").status, store.job("spent").budget) == ("budget_exhausted", 0.001)
-
-
 def test_interrupting_submit_stops_the_job_and_leaves_no_process(tmp_path: Path, coach_home: Path) -> None:
     from tests.e2e.test_failures import _wait_no_processes_of
 
