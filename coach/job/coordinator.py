@@ -22,13 +22,14 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from coach.backends.base import Capacity
 from coach.errors import BackendError
 from coach.plan import (Allocation, JobDemand, RunningJob, demand_from_json, demand_to_json, epoch_hold_s,
                         expected_wait, footprint, min_resources, plan, plan_with_waits)
+from coach.state.records import Lease
 from coach.state.store import Store, own_identity
 
 RECHECK_S = 1.0
@@ -55,6 +56,7 @@ class _Elsewhere:
     running: list[RunningJob]                   # their leases: capacity held, and until when
     demands: list[tuple[float, JobDemand]]      # (first asked, demand) of each of their jobs
     holding: set[str]                           # their jobs that hold a lease
+    waits: list[Lease] = field(default_factory=list)   # their jobs queued for a lease, and since when
 
 
 class Coordinator:
@@ -148,7 +150,7 @@ class Coordinator:
                     raise BackendError(f"the job no longer fits the backend's capacity ({whole.cpu:g} cores, "
                                        f"{whole.memory_gib:g} GiB): {gone}")
                 return None
-            why = self._why_waiting(demand, others, queued=grant is not None)
+            why = self._why_waiting(demand, others, queued=grant is not None, asked_at=asked_at)
             if self._store is not None:
                 self._store.wait_for_lease(job_id, *min_resources(demand), since=asked_at)
             on_wait(why)
@@ -199,7 +201,7 @@ class Coordinator:
                 demands.append((d.since, demand_from_json(d.demand)))
             except (ValueError, KeyError, TypeError):
                 continue   # written by another version of Coach: its leases still count
-        return _Elsewhere(running, demands, {l.job_id for l in leases})
+        return _Elsewhere(running, demands, {l.job_id for l in leases}, [w for w in self._store.waits() if w.owner != me])
 
     def _running(self, job_id: str, others: _Elsewhere) -> list[RunningJob]:
         """Everything holding capacity except `job_id`: this run's other jobs and other processes'."""
@@ -254,7 +256,7 @@ class Coordinator:
                 return d
         return None
 
-    def _why_waiting(self, demand: JobDemand, others: _Elsewhere, queued: bool) -> str:
+    def _why_waiting(self, demand: JobDemand, others: _Elsewhere, queued: bool, asked_at: float) -> str:
         with self._cond:
             running = self._running(demand.job_id, others)
             free_cpu = self.capacity.cpu - sum(h.cpu for h in running)
@@ -262,10 +264,14 @@ class Coordinator:
             first = self._first_in_line(demand, others, free_cpu, free_mem)
         cpu, mem = min_resources(demand)
         # jobs that take the room first: the older waiting job holds it for as long as it runs (its
-        # end unknown here); jobs of other processes that asked first, for an epoch each
-        ahead = [RunningJob(math.inf, *min_resources(first), first.job_id)] if first else [
-            RunningJob(epoch_hold_s(d), *min_resources(d), d.job_id)
-            for _, d in others.demands if queued and d.job_id not in others.holding]
+        # end unknown here); jobs of other processes that asked first, an epoch each, in turn
+        asked_first: list[RunningJob] = []
+        if queued:
+            theirs, turn = {d.job_id: d for _, d in others.demands}, 0.0
+            for w in sorted((w for w in others.waits if w.since < asked_at), key=lambda w: w.since):
+                turn += epoch_hold_s(theirs[w.job_id]) if w.job_id in theirs else math.inf
+                asked_first.append(RunningJob(turn, w.cpu, w.memory_gib, w.job_id))
+        ahead = ([RunningJob(math.inf, *min_resources(first), first.job_id)] if first else []) + asked_first
         wait = expected_wait(cpu, mem, free_cpu - sum(a.cpu for a in ahead), free_mem - sum(a.memory_gib for a in ahead),
                              running + ahead)
         holders = sorted({r.job_id for r in running if r.job_id})
@@ -276,7 +282,7 @@ class Coordinator:
                 + (f" (held by {', '.join(holders)})" if holders else "")
                 + (f"; other work on the cluster holds {elsewhere[0]:g} cores / {elsewhere[1]:g} GiB"
                    if max(elsewhere) > 1e-9 else "")
-                + (f"; {', '.join(a.job_id for a in ahead) or 'a job'} of another `coach submit` asked first"
+                + (f"; {', '.join(a.job_id for a in asked_first) or 'a job'} of another `coach submit` asked first"
                    if queued else "")
                 + (f"; {first.job_id}, waiting since before this job, takes it first" if first else "") + "; "
                 + ("expected wait unknown" if wait is None else f"expected wait ~{wait:.0f}s"))

@@ -38,7 +38,7 @@ from coach.state.store import Store
 TUNING_CONFIGS = ((1, 1), (2, 1), (2, 2), (1, 2))   # each step adds at most one function
 TUNING_NOISE = 0.05          # a configuration must be this much faster to count as faster
 TUNING_WAIT_S = 5.0          # a tuning config that does not fit soon is skipped, not waited for
-FIRST_DEADLINE_S = 900.0     # before anything is measured (a cold fork-server imports MXNet)
+FIRST_DEADLINE_S = 900.0     # before anything is measured (the replicas' import is the deploy's, not the epoch's)
 TUNING_SEED, TRAINING_SEED = 100_000, 0
 SEED_STRIDE = 1_000_000      # the job's `seed` moves every epoch's data order by this much
 GAPS = 3                     # the ETA's time between epochs: the median of this run's last GAPS
@@ -72,18 +72,19 @@ def deadline_for(history: list[EpochRecord], samples: int) -> float:
     return max(60.0, 4.0 * rates[len(rates) // 2] * samples + 30.0)
 
 
-def _overheads(history: list[EpochRecord], seconds: Callable[[EpochRecord], float]) -> list[float]:
+def _overheads(history: list[EpochRecord],
+               seconds: Callable[[EpochRecord], float] = lambda r: r.duration_s) -> list[float]:
     """Each measured epoch's `seconds` beyond its steady-rate training (start-up, ps-lite,
-    checkpoint), sorted."""
+    checkpoint), sorted; by default its wall time."""
     return sorted(max(0.0, seconds(r) - r.samples / r.samples_per_s) for r in history if r.samples_per_s > 0)
 
 
 def _charged_overheads(history: list[EpochRecord], spec: JobSpec) -> list[float]:
-    """The same, as charged: each record's cost as seconds of all its functions. A replica's
-    `import mxnet` is in the wall time but is never charged (most of a cold epoch's wall time),
-    so the budget is judged on these: judged on the wall time, a static job's second epoch was
-    predicted at 9.9e-05 when its epochs cost about 2e-05, and it stopped `budget_exhausted`
-    with about three epochs' worth of budget left."""
+    """The same, as charged: each record's cost as seconds of all its functions, what the budget
+    is judged on. Until session 27 a record's wall time held every new replica's `import mxnet`,
+    which is never charged: judged on the wall time, a static job's second epoch was predicted at
+    9.9e-05 when its epochs cost about 2e-05, and it stopped `budget_exhausted` with about three
+    epochs' worth of budget left."""
     def charged_s(r: EpochRecord) -> float:
         per_second = epoch_cost(r.workers, r.servers, spec.resources, 1.0, spec.prices)
         return r.cost / per_second if per_second > 0 else 0.0
@@ -245,14 +246,14 @@ class JobLoop:
         return self._fit_cache[1], self._fit_cache[2]
 
     def _epoch_seconds(self, history: list[EpochRecord], speed, w: int, s: int) -> float | None:
-        """Predicted wall time of a whole training epoch on (w, s): training + the overhead charged
-        (start-up, ps-lite, checkpoint: what a warm epoch's wall time holds besides training). The
-        wall-clock overhead of a first epoch also holds every replica's `import mxnet`, which warm
-        replicas do not repeat: with it, a static job's second epoch was predicted at 16 s (others
-        waiting for its cores were told so) where it took 1 s."""
+        """Predicted wall time of a whole training epoch on (w, s): training + measured overhead.
+        A record's wall time starts once its functions are ready (since session 27): before, a
+        first epoch's held every replica's `import mxnet`, which warm replicas do not repeat, and
+        a static job's second epoch was predicted at 16 s (others waiting for its cores were told
+        so) where it took 1 s."""
         if speed is None or not history:
             return None
-        return speed.epoch_seconds(w, s, self.n_train) + _median(_charged_overheads(history, self.spec))
+        return speed.epoch_seconds(w, s, self.n_train) + _median(_overheads(history))
 
     def _streak(self, history: list[EpochRecord]) -> int:
         return streak_of(history, self.spec.target_loss)
@@ -444,8 +445,8 @@ class JobLoop:
                 self._event("tuning_skipped", f"({w}, {s}): it never fits the backend: {why}")
         if not (configs := fitting):
             return None
-        # start every function tuning will use at once, so their start-up overlaps the first
-        # mini-epoch instead of delaying each later one (scaled-down replicas stay warm)
+        # start every function tuning will use at once, so that they import MXNet side by side
+        # instead of a cold replica delaying each later mini-epoch (scaled-down replicas stay warm)
         ahead: tuple[int, int] | None = (max(w for w, _ in configs), max(s for _, s in configs))
         if coord.never_fits(demand(*ahead), now=True) is not None:   # not all together, or not beside other work
             ahead = max((c for c in configs if coord.never_fits(demand(*c), now=True) is None), key=sum, default=None)

@@ -105,7 +105,7 @@ def epoch_hold_s(demand: JobDemand) -> float:
     if demand.speed is None:
         return math.inf
     w, s = demand.static or demand.current or (1, 1)
-    return demand.samples_per_epoch / demand.speed.predict(w, s) + demand.overhead_s
+    return demand.speed.epoch_seconds(w, s, demand.samples_per_epoch) + demand.overhead_s
 
 
 def min_resources(demand: JobDemand) -> tuple[float, float]:

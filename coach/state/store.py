@@ -390,6 +390,13 @@ class Store:
             c.executemany("DELETE FROM lease_waits WHERE job_id = ? AND owner = ?", gone)
         return [l for l in rows if (l.job_id, l.owner) not in dead]
 
+    def waits(self) -> list[Lease]:
+        """Jobs of live processes queued for a lease: what each needs at least, and since when
+        (`since`: when it asked; `epoch_s` unused)."""
+        with self._connect() as c:
+            rows = c.execute("SELECT job_id, pid, owner, cpu, memory_gib, since FROM lease_waits").fetchall()
+        return [Lease(**dict(r)) for r in rows if _alive(r["pid"], r["owner"])]
+
     def take_lease(self, job_id: str, cpu: float, memory_gib: float, capacity_cpu: float,
                    capacity_memory_gib: float, asked_at: float) -> bool:
         """Lease `cpu`/`memory_gib` to this process's `job_id` if it fits the capacity.

@@ -239,6 +239,25 @@ def test_a_deploy_returns_once_its_new_replicas_serve_at_once(coach_home: Path) 
         backend.close()
 
 
+def test_a_ctrl_c_while_replicas_import_is_a_shutdown_not_a_bug(coach_home: Path) -> None:
+    """The Ctrl-C handler's close() closes the HTTP client: a readiness request after it raised
+    RuntimeError, which no caller expects, and the job ended "failed: internal error"."""
+    from coach.backends.local import LocalBackend
+    from coach.errors import BackendError
+
+    backend = LocalBackend(log_dir=coach_home / "logs")
+    request = backend._http.get
+
+    def closed_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        backend.close()   # as the signal handler does, between the check and the request
+        return request(*args, **kwargs)
+
+    backend._http.get = closed_meanwhile   # type: ignore[method-assign]
+    with pytest.raises(BackendError, match="shut down"):
+        backend.deploy("race", {"scheduler": 1, "server": 1, "worker": 1})
+    assert _wait_no_processes_of(coach_home), "a replica outlived the interrupted deploy"
+
+
 @pytest.mark.parametrize("how", ["stop", "close"])
 def test_a_stop_while_a_replica_starts_ends_the_deploy_and_its_process(coach_home: Path, tmp_path: Path,
                                                                        how: str) -> None:
@@ -300,6 +319,33 @@ def test_an_epoch_is_not_retried_past_the_budget(tmp_path: Path, coach_home: Pat
     assert status == "budget_exhausted", job.message
     assert [r.epoch for r in history] == [1] and kinds.count("retry") < 5 and "over_budget" in kinds, kinds
     assert job.spent <= budget + 1.5 * epoch_cost, (job.spent, budget, epoch_cost)   # at most one attempt past it
+
+
+def test_a_data_folder_that_went_away_fails_the_job_resumably(tmp_path: Path, coach_home: Path) -> None:
+    """A worker whose CIFAR-10 folder is gone answers a permanent, resumable error (the runner
+    marks it so; tests/unit/test_function_events.py). Injected here into the real local backend
+    at training epoch 2, as a warm replica keeps the data it loaded and a folder removed during a
+    run is not seen by it. The job fails at once, and `coach resume` goes on once the folder is
+    back; before, the job was marked `fails_again` and a resume was refused for good."""
+    from coach.backends.base import Invocation
+    from coach.backends.local import LocalBackend
+
+    class FolderGone(LocalBackend):
+        def invoke(self, job_id: str, role: str, i: int, payload: dict, timeout_s: float) -> Invocation:
+            inv = super().invoke(job_id, role, i, payload, timeout_s)
+            if role == "worker" and payload["attempt"].startswith("training") and payload["epoch"] == 2:
+                return Invocation(500, {"error": "worker failed: dataset {...}: SpecError: dataset: path: "
+                                                 "/data/cifar: missing data_batch_1", "permanent": True,
+                                        "resumable": True, "function_s": inv.body.get("function_s", 0.0)})
+            return inv
+
+    store, job_id, status = _run_injected(FolderGone, coach_home, tmp_path, name="gone", allocation="static",
+                                          workers=1, servers=1)
+    kinds = [e["kind"] for e in store.events(job_id)]
+    assert status == "failed" and "fails_until_fixed" in kinds and "fails_again" not in kinds, kinds
+    again = run_coach("resume", job_id, "--json")
+    assert again.returncode == 0, again.stderr   # the folder is back: it goes on from epoch 1
+    assert json.loads(again.stdout)[0]["status"] == "succeeded"
 
 
 def test_a_teardown_that_fails_keeps_the_jobs_status(tmp_path: Path, coach_home: Path) -> None:

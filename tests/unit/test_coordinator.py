@@ -234,13 +234,18 @@ def test_a_job_of_another_process_that_asked_first_is_named_with_the_epoch_it_ta
     from coach.plan import epoch_hold_s
 
     assert other("queue", "first") == "ok"
+    assert other("queue", "second") == "ok"
     coord = Coordinator(Capacity(cpu=1.0, memory_gib=64), store)
     reasons: list[str] = []
-    assert coord.acquire(demand("b"), reasons.append, timeout_s=0.3) is None
+    later = threading.Timer(0.1, lambda: other("queue", "later"))   # asks after b: not ahead of it
+    later.start()
+    assert coord.acquire(demand("b"), reasons.append, timeout_s=0.5) is None
+    later.join()
     held = epoch_hold_s(scaling_demand("first"))   # 4000 samples at 1420 samples/s on (1, 1)
     assert held == pytest.approx(4000 / 1420)
-    assert "1 cores / 64 GiB free; first of another `coach submit` asked first" in reasons[0], reasons
-    assert f"expected wait ~{held:.0f}s" in reasons[0], reasons
+    assert "1 cores / 64 GiB free; first, second of another `coach submit` asked first" in reasons[-1], reasons
+    # each takes the core for an epoch, one after the other: b's turn comes after both
+    assert f"expected wait ~{2 * held:.0f}s" in reasons[-1], reasons
 
 
 def test_the_jobs_holding_the_room_are_named() -> None:

@@ -116,3 +116,28 @@ def timed(phase: str, started: float, finished: float) -> EpochRecord:
 )
 def test_the_eta_counts_the_time_between_this_runs_epochs(spans: list[tuple], since: float, between: float) -> None:
     assert between_epochs_s([timed(*span) for span in spans], since) == pytest.approx(between)
+
+
+def test_the_eta_counts_each_epoch_with_its_overhead_and_the_time_between_epochs(tmp_path: Path,
+                                                                                 coach_home: Path) -> None:
+    """What `coach status` says is left: (epochs left) × (training at the measured rate + the
+    epochs' wall-clock overhead + the wait between this run's epochs); the waits were left out and
+    two jobs taking turns on the cores read 2-3× too few seconds."""
+    from coach.data import train_size
+    from coach.job.loop import JobLoop, JobRun
+    from coach.state.store import Store
+
+    spec = load_spec(write_job(tmp_path / "j.yaml", name="j", **dict(FAST_JOB, target_loss=0.2)))
+    store = Store()
+    store.create_job("j-000000", "j", "j.yaml", {}, spec.target_loss, spec.budget)
+    loop = JobLoop(JobRun(spec, "j-000000", store, backend=None, coordinator=None, work_dir=tmp_path))  # type: ignore[arg-type]
+    n, rate, overhead, gap = train_size("digits", {}), 1000.0, 1.0, 9.0
+    epoch_s = n / rate + overhead
+    history = [EpochRecord(job_id="j-000000", phase="training", epoch=k, workers=1, servers=1, train_loss=1.0,
+                           val_loss=1 / (0.5 * k + 1) + 0.1, duration_s=epoch_s, samples=n, samples_per_s=rate,
+                           cost=0.001, started_at=loop._started + (k - 1) * (epoch_s + gap),
+                           finished_at=loop._started + (k - 1) * (epoch_s + gap) + epoch_s)
+               for k in range(1, 7)]
+    _, info = loop._predict(history, 1, 1)
+    assert info["between_epochs_s"] == pytest.approx(gap)
+    assert info["epochs_left"] >= 1 and info["seconds"] == pytest.approx(info["epochs_left"] * (epoch_s + gap))

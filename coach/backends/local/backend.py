@@ -133,14 +133,16 @@ class LocalBackend:
         job's budget by three epochs' worth."""
         waiting, end = list(fresh), time.monotonic() + READY_TIMEOUT_S
         while waiting:
-            if self._closed:
-                raise BackendError("the local backend is shut down (interrupted)")
             if should_stop():
                 raise BackendError(f"stopped by request while a local {waiting[0][0]} function started")
             still = []
             for role, replica in waiting:
                 try:
+                    if self._closed:
+                        raise RuntimeError
                     r = self._http.get(f"http://127.0.0.1:{replica.port}{READY_PATH}", timeout=10)
+                except RuntimeError:   # a Ctrl-C's close() closes the client too, perhaps since the check
+                    raise BackendError("the local backend is shut down (interrupted)") from None
                 except httpx.HTTPError as e:
                     raise BackendError(f"local {role} function stopped answering while it started "
                                        f"({type(e).__name__}); see {self.log_dir or 'its stderr'}") from None
