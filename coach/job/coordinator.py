@@ -22,14 +22,13 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from coach.backends.base import Capacity
 from coach.errors import BackendError
 from coach.plan import (Allocation, JobDemand, RunningJob, demand_from_json, demand_to_json, epoch_hold_s,
                         expected_wait, footprint, min_resources, plan, plan_with_waits)
-from coach.state.records import Lease
 from coach.state.store import Store, own_identity
 
 RECHECK_S = 1.0
@@ -56,7 +55,6 @@ class _Elsewhere:
     running: list[RunningJob]                   # their leases: capacity held, and until when
     demands: list[tuple[float, JobDemand]]      # (first asked, demand) of each of their jobs
     holding: set[str]                           # their jobs that hold a lease
-    waits: list[Lease] = field(default_factory=list)   # their jobs queued for a lease, and since when
 
 
 class Coordinator:
@@ -201,7 +199,7 @@ class Coordinator:
                 demands.append((d.since, demand_from_json(d.demand)))
             except (ValueError, KeyError, TypeError):
                 continue   # written by another version of Coach: its leases still count
-        return _Elsewhere(running, demands, {l.job_id for l in leases}, [w for w in self._store.waits() if w.owner != me])
+        return _Elsewhere(running, demands, {l.job_id for l in leases})
 
     def _running(self, job_id: str, others: _Elsewhere) -> list[RunningJob]:
         """Everything holding capacity except `job_id`: this run's other jobs and other processes'."""
@@ -266,9 +264,10 @@ class Coordinator:
         # jobs that take the room first: the older waiting job holds it for as long as it runs (its
         # end unknown here); jobs of other processes that asked first, an epoch each, in turn
         asked_first: list[RunningJob] = []
-        if queued:
-            theirs, turn = {d.job_id: d for _, d in others.demands}, 0.0
-            for w in sorted((w for w in others.waits if w.since < asked_at), key=lambda w: w.since):
+        if queued and self._store is not None:   # read only then: the queue of other processes' jobs
+            theirs, turn, me = {d.job_id: d for _, d in others.demands}, 0.0, own_identity()
+            waits = [w for w in self._store.waits() if w.owner != me and w.since < asked_at]
+            for w in sorted(waits, key=lambda w: w.since):
                 turn += epoch_hold_s(theirs[w.job_id]) if w.job_id in theirs else math.inf
                 asked_first.append(RunningJob(turn, w.cpu, w.memory_gib, w.job_id))
         ahead = ([RunningJob(math.inf, *min_resources(first), first.job_id)] if first else []) + asked_first
