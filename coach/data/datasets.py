@@ -208,11 +208,12 @@ def load_dataset(name: str, options: dict[str, Any] | None = None) -> Dataset:
 
 
 def shard_steps(n_train: int, epoch_seed: int, shard: int, num_shards: int, global_batch: int,
-                limit: int | None = None) -> list[tuple[np.ndarray, int]]:
+                limit: int | None = None, first: int = 0) -> list[tuple[np.ndarray, int]]:
     """One worker's part of each synchronous step of an epoch, with the step's sample count.
 
-    All workers draw the same permutation (seeded by the epoch) and take its first `limit`
-    samples (a mini-epoch). Global step i trains on the permutation's i-th block of
+    All workers draw the same permutation (seeded by the epoch) and take `limit` samples of it
+    from position `first` (a mini-epoch), or all from `first` on (the rest of an epoch whose
+    head the tuning mini-epochs trained). Global step i trains on the permutation's i-th block of
     `global_batch` samples, cut into `num_shards` near-equal parts, one per worker. The summed
     gradients of a step are then the same on every allocation, up to float rounding, so the
     planner's choice of (w, s) changes an epoch's speed, not what it learns — which is what
@@ -220,9 +221,9 @@ def shard_steps(n_train: int, epoch_seed: int, shard: int, num_shards: int, glob
     too small to give every worker a sample is left out (fewer than `num_shards` samples):
     with dist_sync every worker must run the same number of steps or the group hangs.
     """
-    order = np.random.RandomState(epoch_seed).permutation(n_train)
+    order = np.random.RandomState(epoch_seed).permutation(n_train)[first:]
     if limit is not None:
-        order = order[: min(limit, n_train)]
+        order = order[:limit]
     blocks = [order[i:i + global_batch] for i in range(0, len(order), global_batch)]
     if blocks and len(blocks[-1]) < num_shards:
         blocks.pop()

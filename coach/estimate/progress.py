@@ -2,7 +2,9 @@
 
 A training epoch counts 1. A tuning mini-epoch counts the share of an epoch it processed
 (its samples over a training epoch's), so mini-epochs neither vanish from the fit nor
-count as full epochs (the thesis counted epochs once per worker).
+count as full epochs (the thesis counted epochs once per worker). Tuning trains the head of
+training epoch 1, so that epoch ends at progress 1 like a static job's; mini-epochs recorded
+by an older Coach (`first_sample` -1) drew samples of their own and came before it.
 """
 
 from __future__ import annotations
@@ -20,24 +22,27 @@ class EpochLike(Protocol):
     epoch: int          # training epochs count from 1
     samples: int        # samples processed in this (mini-)epoch
     val_loss: float
+    first_sample: int   # -1: a mini-epoch outside training epoch 1 (coach.state.records.EpochRecord)
 
 
 def progress_of(epochs: Sequence[EpochLike], samples_per_epoch: float | None = None) -> list[float]:
     """Progress (epochs) after each record, in order.
 
-    `samples_per_epoch` defaults to the median of the training epochs' samples, or, before
-    any training epoch, to the largest tuning run (which then counts as 1).
+    `samples_per_epoch` defaults to the median of the training epochs' samples (counting those
+    tuning trained into epoch 1), or, before any training epoch, to the largest tuning run
+    (which then counts as 1).
     """
     if samples_per_epoch is None:
-        train = [e.samples for e in epochs if e.phase == "training" and e.samples > 0]
+        train = [e.samples + max(e.first_sample, 0) for e in epochs if e.phase == "training" and e.samples > 0]
         samples_per_epoch = float(np.median(train)) if train else float(max([e.samples for e in epochs] + [1]))
     out, tuned = [], 0.0
+    ahead = any(e.phase == "tuning" and e.first_sample < 0 for e in epochs)   # before epoch 1, not in it
     for e in epochs:
         if e.phase == "tuning":
             tuned += e.samples / samples_per_epoch if samples_per_epoch > 0 else 0.0
             out.append(tuned)
         else:
-            out.append(tuned + e.epoch)
+            out.append(tuned * ahead + e.epoch)
     return out
 
 

@@ -42,6 +42,7 @@ class EpochPlan:
     task: dict[str, Any]           # dataset, model, hyper (the job's constants)
     placement: Placement = Placement()   # how the functions ask a cluster for room
     keep: Mapping[str, int] = field(default_factory=dict)   # replicas kept ready beyond those this epoch invokes
+    first: int = 0                 # the samples start here in the epoch's permutation (after tuning's share)
 
     @property
     def label(self) -> str:
@@ -128,7 +129,7 @@ class EpochRunner:
         uri, port, node_host = self.backend.ps_root(plan.job_id)
         base = dict(plan.task, job_id=plan.job_id, epoch=plan.epoch, attempt=attempt_id, root_uri=uri,
                     root_port=port, node_host=node_host, workers=plan.workers, servers=plan.servers,
-                    deadline_s=plan.deadline_s, abort_file=str(abort), seed=plan.seed, limit=plan.limit,
+                    deadline_s=plan.deadline_s, abort_file=str(abort), seed=plan.seed, limit=plan.limit, first=plan.first,
                     checkpoint_in=plan.checkpoint_in, checkpoint_out=plan.checkpoint_out)
         calls = [("scheduler", 0, dict(base, role="scheduler"))]
         calls += [("server", i, dict(base, role="server")) for i in range(plan.servers)]

@@ -46,6 +46,7 @@ class EpochTask:
     shard: int = 0              # worker only: which 1/workers of the data
     seed: int = 0               # permutation seed of this epoch's data
     limit: int | None = None    # mini-epoch: samples to process in total (None: the whole set)
+    first: int = 0              # where in the epoch's permutation this attempt's samples start
     dataset: dict[str, Any] = field(default_factory=dict)   # {"name": ..., **options}
     model: dict[str, Any] = field(default_factory=dict)     # {"name": ..., "file": ...}
     hyper: dict[str, Any] = field(default_factory=dict)     # batch_size (global), optimizer, learning_rate, ...
@@ -61,7 +62,7 @@ _REQUIRED: dict[str, type | tuple[type, ...]] = {
     "workers": int, "servers": int, "deadline_s": (int, float),
 }
 _OPTIONAL: dict[str, type | tuple[type, ...]] = {
-    "abort_file": str, "node_host": str, "shard": int, "seed": int, "limit": (int, type(None)),
+    "abort_file": str, "node_host": str, "shard": int, "seed": int, "limit": (int, type(None)), "first": int,
     "dataset": dict, "model": dict, "hyper": dict, "checkpoint_in": (str, type(None)),
     "checkpoint_out": str,
 }
@@ -129,4 +130,6 @@ def parse_task(body: Any) -> EpochTask:
             raise EventError("hyper.batch_size", f"must be an integer >= workers ({task.workers}), got {batch!r}")
         if task.limit is not None and task.limit < task.workers:
             raise EventError("limit", f"must be >= workers ({task.workers}), got {task.limit}")
+        if task.first < 0:
+            raise EventError("first", f"must be >= 0, got {task.first}")
     return task

@@ -14,6 +14,10 @@ class EpochRecord:
 
     `epoch` counts training epochs from 1; tuning mini-epochs are numbered from 1 in
     their own phase. `cost` is measured: function-seconds of every role × price.
+    `first_sample`: tuning mini-epochs train the head of training epoch 1, one after the other
+    (0, then where the previous one ended), and training epoch 1 the rest; -1 on a mini-epoch
+    means it drew a permutation of its own, as a Coach before 2026-11-26 did, and training
+    epoch 1 then came after the tuning (`coach.estimate.progress`).
     """
 
     job_id: str
@@ -30,6 +34,7 @@ class EpochRecord:
     retries: int = 0
     started_at: float = 0.0
     finished_at: float = 0.0
+    first_sample: int = -1   # where its samples began in training epoch 1's permutation (below)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -61,7 +61,8 @@ CREATE TABLE IF NOT EXISTS settled (
 """
 # columns added after a release: a store made by an older Coach gains them when opened
 _ADDED_COLUMNS = {"jobs": [("val_epoch", "TEXT NOT NULL DEFAULT ''"), ("earlier_job", "TEXT NOT NULL DEFAULT ''"),
-                          ("backend", "TEXT NOT NULL DEFAULT 'local'")]}
+                          ("backend", "TEXT NOT NULL DEFAULT 'local'")],
+                 "epochs": [("first_sample", "INTEGER NOT NULL DEFAULT -1")]}
 
 _JOB_COLUMNS = ("job_id", "name", "spec_path", "status", "target_loss", "budget", "spent", "workers",
                 "servers", "epoch", "val_loss", "val_epoch", "earlier_job", "backend", "message", "created_at",

@@ -105,8 +105,11 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
 
     grads = [p.grad() for p in params]
     buffers = [mx.nd.zeros_like(g) for g in grads]
+    if task.first + task.workers > len(data.x_train):
+        raise ValueError(f"the epoch's samples start at {task.first}, but {task.dataset['name']} has only "
+                         f"{len(data.x_train)} training samples for {task.workers} worker(s)")
     plan = shard_steps(len(data.x_train), task.seed, task.shard, task.workers, int(task.hyper["batch_size"]),
-                       task.limit)
+                       task.limit, task.first)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     steps = len(plan)
     startup_s = time.monotonic() - t0

@@ -58,6 +58,28 @@ def test_distributed_epochs_with_checkpoints_equal_single_process_training(tmp_p
     assert vals == pytest.approx(_single_process(2), rel=1e-5)
 
 
+def test_tuning_mini_epochs_and_the_rest_of_epoch_1_equal_a_whole_epoch_1(tmp_path: Path) -> None:
+    """A dynamic job's tuning trains the head of training epoch 1, each mini-epoch from the last
+    one's checkpoint (weights and momentum), and epoch 1 the rest: the same epoch 1 as a static
+    job's, so one seed gives one trajectory whatever the allocation. On (1, 1) throughout it is
+    single-process training's to 1e-5; other allocations only add rounding (the test below)."""
+    backend = LocalBackend(cpu=2)
+    runner = EpochRunner(backend, tmp_path, max_retries=0, on_event=lambda *_: None)
+    first, ckpt, out = 0, None, None
+    try:
+        for i, limit in enumerate((768, 768, None)):
+            out = runner.run(EpochPlan(job_id="pieces", phase="tuning" if limit else "training", epoch=i + 1,
+                                       workers=1, servers=1, seed=1, limit=limit, first=first, deadline_s=300,
+                                       checkpoint_in=ckpt, checkpoint_out=str(tmp_path / f"ck{i}"),
+                                       task={"dataset": {"name": "mnist-5k"}, "model": {"name": "lenet"},
+                                             "hyper": HYPER}))
+            first, ckpt = first + out.samples, out.checkpoint
+    finally:
+        backend.close()
+    assert first == 4000
+    assert out.val_loss == pytest.approx(_single_process(1)[0], rel=1e-5)
+
+
 def test_model_state_outside_the_gradients_is_the_same_in_checkpoint_and_validation(tmp_path: Path) -> None:
     """ResNet-18's BatchNorm running statistics are updated by each worker from its own
     batches; the loss Coach reports (each worker validates a slice) must be the loss of the

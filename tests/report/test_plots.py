@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -39,9 +40,15 @@ def records(n_train: int = 20, tuning_samples: int = 400) -> list[EpochRecord]:
 
 
 def test_progress_counts_tuning_as_a_fraction_of_an_epoch():
+    """Recorded by a Coach before 2026-11-26 (`first_sample` -1): tuning drew its own samples,
+    before training epoch 1. Now it trains epoch 1's head, and epoch 1 ends at 1."""
     p = progress_of(records(3))
     assert p[:4] == pytest.approx([0.1, 0.2, 0.3, 0.4])
     assert p[4:] == pytest.approx([1.4, 2.4, 3.4])
+    head = [replace(r, first_sample=400 * (r.epoch - 1)) for r in records(3)[:4]]
+    rest = replace(records(3)[4], samples=4000 - 1600, first_sample=1600)
+    p = progress_of(head + [rest] + records(3)[5:])
+    assert p == pytest.approx([0.1, 0.2, 0.3, 0.4, 1.0, 2.0, 3.0])
 
 
 @pytest.mark.parametrize("with_models", [True, False], ids=["fitted", "no-models"])

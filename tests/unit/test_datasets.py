@@ -94,3 +94,19 @@ def test_every_allocation_splits_the_same_global_steps(n: int, workers: int, bat
         parts = [s[step] for s in shards]
         assert {count for _, count in parts} == {size}   # every worker scales by the whole step's count
         assert sorted(np.concatenate([sel for sel, _ in parts]).tolist()) == sorted(samples.tolist())
+
+
+@pytest.mark.parametrize("n, batch, parts", [
+    (4000, 64, (768, 768, 768)),   # mnist-5k's epoch 1 after three tuning mini-epochs
+    (1438, 32, (256, 256)),        # digits: the rest ends on a block of 30
+    (100, 64, (64,)),              # the rest is one short block
+])
+def test_mini_epochs_and_the_rest_train_exactly_the_steps_of_one_epoch(n: int, batch: int, parts: tuple[int, ...]) -> None:
+    """Tuning trains the head of training epoch 1 and that epoch the rest: together the same
+    global steps, in the same order, as a static job's epoch 1 (`coach.job.loop.tuning_chunk`)."""
+    whole = shard_steps(n, 9, 0, 1, batch)
+    pieced, first = [], 0
+    for limit in (*parts, None):
+        pieced += shard_steps(n, 9, 0, 1, batch, limit, first)
+        first += limit or 0
+    assert [(sel.tolist(), size) for sel, size in pieced] == [(sel.tolist(), size) for sel, size in whole]

@@ -56,6 +56,7 @@ CASES = [
     ("port-out-of-range", dict(VALID, root_port=70000), "root_port"),
     ("zero-workers", dict(VALID, workers=0), "workers"),
     ("shard-out-of-range", dict(VALID, shard=2), "shard"),
+    ("negative-first-sample", dict(VALID, first=-1), "first"),
     ("no-dataset", dict(VALID, dataset={}), "dataset.name"),
     # both killed the replica's warm fork-server (500, MXNet imported again for the next event)
     ("unknown-dataset", dict(VALID, dataset={"name": "foo"}), "dataset.name"),

@@ -220,6 +220,9 @@ def test_a_store_made_before_a_column_was_added_keeps_its_jobs(tmp_path: Path) -
     old.execute("INSERT INTO jobs (job_id, name, spec_path, spec_json, status, target_loss, budget, epoch, "
                 "val_loss, created_at, updated_at) VALUES ('j-1', 'j', 'j.yaml', '{}', 'succeeded', 0.1, 1, 4, "
                 "0.09, 0, 0)")
+    old.execute("INSERT INTO epochs (job_id, phase, epoch, workers, servers, train_loss, val_loss, duration_s, "
+                "samples, samples_per_s, cost, retries, started_at, finished_at) "
+                "VALUES ('j-1', 'tuning', 1, 1, 1, 2.0, 1.9, 1.0, 1024, 900.0, 0.001, 0, 0, 0)")
     old.commit()
     old.close()
     assert "val_epoch" not in {r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(jobs)")}
@@ -228,6 +231,8 @@ def test_a_store_made_before_a_column_was_added_keeps_its_jobs(tmp_path: Path) -
     assert (job.status, job.epoch, job.val_loss, job.val_epoch) == ("succeeded", 4, 0.09, "")
     store.update_job("j-1", val_epoch="training 4")
     assert Store(path).job("j-1").val_epoch == "training 4"   # a second open adds nothing twice
+    # a mini-epoch of an older Coach drew samples of its own, before training epoch 1
+    assert [(r.samples, r.first_sample) for r in store.epochs("j-1")] == [(1024, -1)]
 
 
 def test_a_coach_home_of_an_unknown_user_is_named(monkeypatch: pytest.MonkeyPatch) -> None:

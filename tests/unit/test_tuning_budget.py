@@ -8,7 +8,8 @@ import pytest
 
 from coach.estimate.cost import epoch_cost
 from coach.estimate import SpeedSample, fit_speed
-from coach.job.loop import _charged_overheads, _known_not_to_help, _median, _mini_epoch_cost, between_epochs_s
+from coach.job.loop import (_charged_overheads, _known_not_to_help, _median, _mini_epoch_cost, between_epochs_s,
+                            tuned_head, tuning_chunk)
 from coach.plan import JobDemand, predicted_epoch_cost
 from coach.spec import load_spec
 from coach.state.records import EpochRecord
@@ -141,3 +142,33 @@ def test_the_eta_counts_each_epoch_with_its_overhead_and_the_time_between_epochs
     _, info = loop._predict(history, 1, 1)
     assert info["between_epochs_s"] == pytest.approx(gap)
     assert info["epochs_left"] >= 1 and info["seconds"] == pytest.approx(info["epochs_left"] * (epoch_s + gap))
+
+
+@pytest.mark.parametrize(
+    ("fields", "n_train", "chunk"),
+    [
+        pytest.param({}, 1438, 256, id="tuning_samples-fits"),
+        # mnist-5k with four configurations: 4000 // 5 = 800 → whole batches of 64
+        pytest.param(dict(dataset="mnist-5k", batch_size=64, tuning_samples=1024, max_workers=4), 4000, 768,
+                     id="a-share-of-epoch-1"),
+        # (1, 1) and (2, 1) only: three shares
+        pytest.param(dict(max_servers=1, tuning_samples=1024), 1438, 448, id="fewer-configurations"),
+        # less than a batch per share: the share itself (each step of it is then a short one)
+        pytest.param(dict(dataset="synthetic", batch_size=64, tuning_samples=64), 200, 40, id="below-a-batch"),
+    ],
+)
+def test_tuning_leaves_training_epoch_1_a_share_in_whole_batches(tmp_path: Path, fields: dict, n_train: int,
+                                                                 chunk: int) -> None:
+    spec = load_spec(write_job(tmp_path / "j.yaml", name="j", **dict(FAST_JOB, **fields)))
+    assert tuning_chunk(spec, n_train) == chunk
+
+
+def test_training_epoch_1_starts_where_tuning_ended_unless_tuning_drew_its_own_samples(tmp_path: Path) -> None:
+    spec = load_spec(write_job(tmp_path / "j.yaml", name="j", **FAST_JOB))
+    tuned = [EpochRecord(job_id="j", phase="tuning", epoch=i, workers=1, servers=1, train_loss=2.0, val_loss=1.9,
+                         duration_s=1.0, samples=256, samples_per_s=500.0, cost=0.0, first_sample=256 * (i - 1))
+             for i in (1, 2, 3)]
+    assert tuned_head(tuned) == 768
+    assert tuned_head([]) == 0
+    older = [mini(spec, 1, 1, 1.0, 1.0)] + tuned   # first_sample -1: recorded by a Coach before 2026-11-26
+    assert tuned_head(older) == 0
