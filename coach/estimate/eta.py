@@ -56,10 +56,13 @@ def epochs_left(pred: EpochsPrediction, epochs_done: float, consecutive: int,
                 streak: int = 0) -> tuple[int | None, int | None, int | None]:
     """Whole epochs from `epochs_done` to the predicted stop and to its interval's ends, each at
     least the `consecutive − streak` epochs the rule still needs: what `coach status` and `coach
-    plot` both say (the plot once named an epoch the rule could not stop at)."""
+    plot` both say (the plot once named an epoch the rule could not stop at). Counted from the
+    last whole epoch: after tuning, 0.77 of epoch 1 is trained and epoch 1 is still to run
+    (rounded, a stop at epoch 5 was 4 epochs away)."""
     floor = max(consecutive - streak, 0)
+    whole = math.floor(epochs_done + 1e-9)
 
     def left(epoch: int | None) -> int | None:
-        return None if epoch is None else max(int(round(epoch - epochs_done)), floor)
+        return None if epoch is None else max(math.ceil(epoch - 1e-9) - whole, floor)
 
     return left(pred.epoch), left(pred.lo), left(pred.hi)

@@ -16,7 +16,7 @@ import shutil
 import threading
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -267,15 +267,17 @@ class JobLoop:
                                                           earlier=self._earlier))
         return self._fit_cache[1], self._fit_cache[2]
 
-    def _epoch_seconds(self, history: list[EpochRecord], speed, w: int, s: int) -> float | None:
-        """Predicted wall time of a whole training epoch on (w, s): training + measured overhead.
+    def _epoch_seconds(self, history: list[EpochRecord], speed, w: int, s: int,
+                       samples: int | None = None) -> float | None:
+        """Predicted wall time of a training epoch on (w, s), by default a whole one: training +
+        measured overhead.
         A record's wall time starts once its functions are ready (since session 27): before, a
         first epoch's held every replica's `import mxnet`, which warm replicas do not repeat, and
         a static job's second epoch was predicted at 16 s (others waiting for its cores were told
         so) where it took 1 s."""
         if speed is None or not history:
             return None
-        return speed.epoch_seconds(w, s, self.n_train) + _median(_overheads(history))
+        return speed.epoch_seconds(w, s, samples or self.n_train) + _median(_overheads(history))
 
     def _streak(self, history: list[EpochRecord]) -> int:
         return streak_of(history, self.spec.target_loss)
@@ -427,17 +429,19 @@ class JobLoop:
             if left <= 0:
                 return self._budget_exhausted(left)
             demand = self._demand(history)
-            alloc = self._acquire(demand, epoch_s=lambda w, s: self._epoch_seconds(history, demand.speed, w, s))
+            head = tuned_head(history) if epoch == 0 else 0   # epoch 1 trains what tuning left of it
+            alloc = self._acquire(demand, epoch_s=lambda w, s: self._epoch_seconds(history, demand.speed, w, s,
+                                                                                   self.n_train - head))
             if alloc is None:
                 return self._finish("stopped", f"stopped by request while waiting for capacity (epoch {epoch})")
             try:
-                predicted = predicted_epoch_cost(demand, alloc.workers, alloc.servers)
+                predicted = predicted_epoch_cost(replace(demand, samples_per_epoch=float(self.n_train - head)),
+                                                 alloc.workers, alloc.servers)
                 if predicted is not None and predicted > left:
                     return self._budget_exhausted(left, predicted)
                 if history:
                     self._event("plan", f"epoch {epoch + 1}: ({alloc.workers}, {alloc.servers}): {alloc.reason}")
                 epoch += 1
-                head = tuned_head(history) if epoch == 1 else 0
                 history.append(self._execute("training", epoch, alloc.workers, alloc.servers, None, history,
                                              first=head if self.n_train - head >= alloc.workers else 0))
             finally:
@@ -456,6 +460,10 @@ class JobLoop:
                    if w <= min(spec.max_workers, chunk) and s <= spec.max_servers and (w, s) not in tuned]
         # a job stopped during tuning resumes it where it stopped; once training, tuning is over
         if spec.allocation != "dynamic" or not configs or any(r.phase == "training" for r in history):
+            return None
+        if any(r.phase == "tuning" and r.first_sample < 0 for r in history):
+            self._event("tuning_skipped", f"{', '.join(map(str, configs))}: this job's tuning began under an older "
+                        "Coach, on samples of its own; training goes on from what it measured")
             return None
         def demand(w: int, s: int) -> JobDemand:
             return JobDemand(job_id=self.run.job_id, speed=None, remaining_epochs=None,

@@ -64,6 +64,10 @@ def _loss_panel(ax, x: np.ndarray, epochs: Sequence[EpochRecord], target: float,
     tuning = np.array([e.phase == "tuning" for e in epochs], dtype=bool)
     done = x_end = float(x.max()) if x.size else 1.0
     trained = max((e.epoch for e in epochs if e.phase == "training"), default=0)
+    # where training epoch 0 ends on the x axis: after an older Coach's tuning, which drew samples
+    # of its own; at 0 where tuning trains the head of epoch 1 (`progress_of`)
+    ahead = any(e.phase == "tuning" and e.first_sample < 0 for e in epochs)
+    x0 = float(x[~tuning][-1]) - trained if trained else (done if ahead else 0.0)
     streak = streak_of(epochs, target)
     met = streak >= consecutive   # a finished job: where it stopped is a fact
     pred = None
@@ -76,7 +80,7 @@ def _loss_panel(ax, x: np.ndarray, epochs: Sequence[EpochRecord], target: float,
     # counts tuning as fractions of an epoch, the labels count training epochs
     n, lo, hi = epochs_left(pred, done, consecutive, streak) if pred is not None else (None, None, None)
     if n is not None:
-        x_end = max(x_end, done + (hi if hi is not None else n)) * 1.05
+        x_end = max(x_end, x0 + trained + (hi if hi is not None else n)) * 1.05
     grid = np.linspace(min(0.1, x.min()) if x.size else 0.1, max(x_end, 1.0), 300)
     if fit is not None:
         ax.plot(grid, fit.predict(grid), "-", color="tab:orange",
@@ -96,9 +100,10 @@ def _loss_panel(ax, x: np.ndarray, epochs: Sequence[EpochRecord], target: float,
                    label=f"stop rule met at training epoch {epochs[-1].epoch} ({consecutive} in a row ≤ target)")
     if pred is not None:
         if n is not None:
-            ax.axvline(done + n, color="tab:red", lw=1, label=f"stop rule predicted at training epoch {trained + n}")
+            ax.axvline(x0 + trained + n, color="tab:red", lw=1,
+                       label=f"stop rule predicted at training epoch {trained + n}")
             if lo is not None:
-                ax.axvspan(done + lo, done + hi if hi is not None else x_end, color="tab:red", alpha=0.12,
+                ax.axvspan(x0 + trained + lo, x0 + trained + hi if hi is not None else x_end, color="tab:red", alpha=0.12,
                            label=f"80% interval [{trained + lo}, {'never' if hi is None else trained + hi}]")
         else:   # the note says which: the target under the curve's floor, or too far to follow it
             why = ("the target is at or below it" if target <= pred.asymptote

@@ -75,6 +75,27 @@ def test_submit_trains_to_target_and_status_reads_while_running(tmp_path: Path, 
     assert all(r["cost"] > 0 for r in records)
 
 
+def test_a_dynamic_jobs_tuning_trains_the_head_of_the_epoch_a_static_job_trains(tmp_path: Path,
+                                                                                 coach_home: Path) -> None:
+    """One seed, one trajectory, whatever the allocation: the mini-epochs train epoch 1's
+    permutation from where the last one ended and epoch 1 the rest, so epoch 1 ends where a static
+    (1, 1) job's does (to the last digit on mlp-digits). Before, tuning drew 768 samples of its own
+    first and the two runs parted from the first step."""
+    one = dict(FAST_JOB, max_epochs=1, consecutive=1, target_loss=1e-4)
+    jobs = {"dyn": one, "static": dict(one, allocation="static", workers=1, servers=1, max_workers=1, max_servers=1)}
+    for name, fields in jobs.items():
+        run_coach("submit", str(write_job(tmp_path / f"{name}.yaml", name=name, **fields)))
+    records = {j["name"]: _history(j["job_id"]) for j in json.loads(run_coach("status", "--json", check=True).stdout)}
+    tuning = [r for r in records["dyn"] if r["phase"] == "tuning"]
+    [epoch1] = [r for r in records["dyn"] if r["phase"] == "training"]
+    [static1] = records["static"]
+    assert len(tuning) >= 3
+    assert [r["first_sample"] for r in tuning] == [256 * i for i in range(len(tuning))]
+    assert epoch1["first_sample"] == 256 * len(tuning)
+    assert epoch1["first_sample"] + epoch1["samples"] == static1["samples"]
+    assert epoch1["val_loss"] == pytest.approx(static1["val_loss"], rel=1e-6)
+
+
 @pytest.mark.parametrize(("cpu", "problem"), [
     # recorded as a failed job before; then it named no field and ended "(--cpu)"
     ("0.1", "resources: its smallest allocation (1 worker(s), 1 server(s) and a scheduler) needs 0.85 cores and "

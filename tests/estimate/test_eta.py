@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from coach.estimate import eta, fit_convergence
-from coach.estimate.convergence import ConvergenceFit
+from coach.estimate.convergence import ConvergenceFit, EpochsPrediction
+from coach.estimate.eta import epochs_left
 
 
 def fit_exact(n=20, b=(0.5, 1.0, 0.1)):
@@ -42,3 +43,14 @@ def test_epochs_already_run_without_meeting_the_rule_are_not_counted_again():
     for done in (10, 30, 60):
         e = eta(fit, target=0.79, consecutive=3, epochs_done=done, epoch_seconds=1.0, horizon=done + 500)
         assert e.reachable and e.epochs_left > 3, (done, e)
+
+
+@pytest.mark.parametrize(("done", "left"), [
+    (0.768, (5, 4, 6)),   # after tuning, which trained 0.768 of epoch 1: epoch 1 is still to run
+    (2.0, (3, 2, 4)),     # after training epoch 2
+    (1.024, (4, 3, 5)),   # after an older Coach's tuning, before epoch 1 (at 1.024 + k)
+])
+def test_epochs_left_count_from_the_last_whole_epoch(done: float, left: tuple[int, int, int]) -> None:
+    """Rounded, 0.768 epochs done made a stop at epoch 5 four epochs away, one short."""
+    pred = EpochsPrediction(epoch=5, lo=4, hi=6, reachable=True, asymptote=0.0)
+    assert epochs_left(pred, done, consecutive=1) == left

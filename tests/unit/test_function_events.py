@@ -56,7 +56,6 @@ CASES = [
     ("port-out-of-range", dict(VALID, root_port=70000), "root_port"),
     ("zero-workers", dict(VALID, workers=0), "workers"),
     ("shard-out-of-range", dict(VALID, shard=2), "shard"),
-    ("negative-first-sample", dict(VALID, first=-1), "first"),
     ("no-dataset", dict(VALID, dataset={}), "dataset.name"),
     # both killed the replica's warm fork-server (500, MXNet imported again for the next event)
     ("unknown-dataset", dict(VALID, dataset={"name": "foo"}), "dataset.name"),
@@ -171,3 +170,18 @@ def test_a_replica_whose_fork_server_died_while_importing_says_so() -> None:
         while (r := httpx.get(url + "__ready", timeout=10)).status_code == 503 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert r.status_code == 500 and "worker fork-server was killed by SIGKILL while importing MXNet" in r.text, r.text
+
+
+@pytest.mark.parametrize(("first", "error"), [(0, None), (768, None), (-1, "first: must be >= 0, got -1"),
+                                              ("768", "first: expected integer, got str")])
+def test_where_an_epochs_samples_start_is_checked(first, error) -> None:
+    """`first`: where in the epoch's permutation a worker's samples start (tuning trains the head
+    of training epoch 1, and that epoch the rest)."""
+    from coach.roles.protocol import EventError, parse_task
+
+    body = json.dumps(dict(VALID, first=first))
+    if error is None:
+        assert parse_task(body).first == first
+    else:
+        with pytest.raises(EventError, match=error):
+            parse_task(body)

@@ -172,3 +172,22 @@ def test_training_epoch_1_starts_where_tuning_ended_unless_tuning_drew_its_own_s
     assert tuned_head([]) == 0
     older = [mini(spec, 1, 1, 1.0, 1.0)] + tuned   # first_sample -1: recorded by a Coach before 2026-11-26
     assert tuned_head(older) == 0
+
+
+def test_tuning_begun_by_an_older_coach_is_not_continued_on_epoch_1s_samples(tmp_path: Path, coach_home: Path) -> None:
+    """Its mini-epochs drew samples of their own (`first_sample` -1), and epoch 1 trains all of
+    its own: continued in-stream, each new mini-epoch would start at sample 0 of epoch 1, which
+    then trains that head again. Training goes on from what the older tuning measured."""
+    from coach.job.loop import JobLoop, JobRun
+    from coach.state.store import Store
+
+    spec = load_spec(write_job(tmp_path / "j.yaml", name="j", **FAST_JOB))
+    store = Store()
+    store.create_job("j-000000", "j", "j.yaml", {}, spec.target_loss, spec.budget)
+    loop = JobLoop(JobRun(spec, "j-000000", store, backend=None, coordinator=None, work_dir=tmp_path))  # type: ignore[arg-type]
+    history = [EpochRecord(job_id="j-000000", phase="tuning", epoch=1, workers=1, servers=1, train_loss=2.0,
+                           val_loss=1.9, duration_s=1.0, samples=1024, samples_per_s=900.0, cost=0.001)]
+    assert loop._tune(history) is None
+    assert len(history) == 1
+    [event] = [e for e in store.events("j-000000") if e["kind"] == "tuning_skipped"]
+    assert event["message"].startswith("(2, 1), (2, 2), (1, 2): this job's tuning began under an older Coach")
