@@ -69,7 +69,7 @@ def fit_history(epochs: Sequence[EpochRecord], global_batch: int, samples_per_ep
                               earlier=earlier)
     except EstimateError:
         fit = None
-    samples = [SpeedSample(e.workers, e.servers, e.samples_per_s, global_batch)
+    samples = [SpeedSample(e.workers, e.servers, e.samples_per_s, global_batch, weight=max(e.samples, 1))
                for e in epochs if e.samples_per_s > 0]
     try:
         speed = fit_speed(samples) if samples else None

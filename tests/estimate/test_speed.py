@@ -71,6 +71,19 @@ def test_repeated_measurements_count_by_their_median():
     assert model.predict(1, 1) == pytest.approx(95.0)
 
 
+@pytest.mark.parametrize(("measured", "expected"), [
+    # a mini-epoch of 768 samples read fast; two epochs of 4,000 (and the rest of epoch 1) did not
+    ([(912.0, 768), (773.0, 928), (780.0, 4000)], 780.0),
+    ([(912.0, 768), (780.0, 4000)], 780.0),
+    ([(912.0, 768), (780.0, 768)], 846.0),            # equal weights: the plain median
+    # one whole epoch slowed by a burst of load among three does not move it
+    ([(990.0, 4000), (500.0, 4000), (1010.0, 4000), (1000.0, 768)], 990.0),
+])
+def test_a_whole_epoch_outweighs_a_mini_epoch(measured: list[tuple[float, int]], expected: float) -> None:
+    model = fit_speed([SpeedSample(1, 1, rate, 64, weight=n) for rate, n in measured])
+    assert model.predict(1, 1) == pytest.approx(expected)
+
+
 def test_no_speedup_on_two_cores_is_learned():
     # measured on a 2-core machine: a 2nd worker competes with the server for the cores
     measured = [SpeedSample(1, 1, 1000, 64), SpeedSample(2, 1, 930, 128), SpeedSample(1, 2, 990, 64),
@@ -98,6 +111,7 @@ def test_noisy_optimus_data_held_out_error_is_small():
         pytest.param([SpeedSample(0, 1, 10.0, 32)], id="zero-workers"),
         pytest.param([SpeedSample(1, 1, 0.0, 32)], id="zero-throughput"),
         pytest.param([SpeedSample(1, 1, float("nan"), 32)], id="nan-throughput"),
+        pytest.param([SpeedSample(1, 1, 10.0, 32, weight=0)], id="zero-weight"),
     ],
 )
 def test_invalid_samples_raise(bad):
