@@ -129,8 +129,8 @@ class EpochRunner:
         uri, port, node_host = self.backend.ps_root(plan.job_id)
         base = dict(plan.task, job_id=plan.job_id, epoch=plan.epoch, attempt=attempt_id, root_uri=uri,
                     root_port=port, node_host=node_host, workers=plan.workers, servers=plan.servers,
-                    deadline_s=plan.deadline_s, abort_file=str(abort), seed=plan.seed, limit=plan.limit, first=plan.first,
-                    checkpoint_in=plan.checkpoint_in, checkpoint_out=plan.checkpoint_out)
+                    deadline_s=plan.deadline_s, abort_file=str(abort), seed=plan.seed, limit=plan.limit,
+                    first=plan.first, checkpoint_in=plan.checkpoint_in, checkpoint_out=plan.checkpoint_out)
         calls = [("scheduler", 0, dict(base, role="scheduler"))]
         calls += [("server", i, dict(base, role="server")) for i in range(plan.servers)]
         calls += [("worker", i, dict(base, role="worker", shard=i)) for i in range(plan.workers)]

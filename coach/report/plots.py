@@ -100,10 +100,10 @@ def _loss_panel(ax, x: np.ndarray, epochs: Sequence[EpochRecord], target: float,
                    label=f"stop rule met at training epoch {epochs[-1].epoch} ({consecutive} in a row ≤ target)")
     if pred is not None:
         if n is not None:
-            ax.axvline(x0 + trained + n, color="tab:red", lw=1,
-                       label=f"stop rule predicted at training epoch {trained + n}")
+            at = x0 + trained   # where the last training epoch ended
+            ax.axvline(at + n, color="tab:red", lw=1, label=f"stop rule predicted at training epoch {trained + n}")
             if lo is not None:
-                ax.axvspan(x0 + trained + lo, x0 + trained + hi if hi is not None else x_end, color="tab:red", alpha=0.12,
+                ax.axvspan(at + lo, at + hi if hi is not None else x_end, color="tab:red", alpha=0.12,
                            label=f"80% interval [{trained + lo}, {'never' if hi is None else trained + hi}]")
         else:   # the note says which: the target under the curve's floor, or too far to follow it
             why = ("the target is at or below it" if target <= pred.asymptote

@@ -101,7 +101,8 @@ def test_every_allocation_splits_the_same_global_steps(n: int, workers: int, bat
     (1438, 32, (256, 256)),        # digits: the rest ends on a block of 30
     (100, 64, (64,)),              # the rest is one short block
 ])
-def test_mini_epochs_and_the_rest_train_exactly_the_steps_of_one_epoch(n: int, batch: int, parts: tuple[int, ...]) -> None:
+def test_mini_epochs_and_the_rest_train_exactly_the_steps_of_one_epoch(n: int, batch: int,
+                                                                       parts: tuple[int, ...]) -> None:
     """Tuning trains the head of training epoch 1 and that epoch the rest: together the same
     global steps, in the same order, as a static job's epoch 1 (`coach.job.loop.tuning_chunk`)."""
     whole = shard_steps(n, 9, 0, 1, batch)
