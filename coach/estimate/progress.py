@@ -25,6 +25,12 @@ class EpochLike(Protocol):
     first_sample: int   # -1: a mini-epoch outside training epoch 1 (coach.state.records.EpochRecord)
 
 
+def tuned_ahead(epochs: Sequence[EpochLike]) -> bool:
+    """Whether the job's tuning drew samples of its own, before training epoch 1 (mini-epochs
+    recorded by a Coach before 2026-11-26) rather than training that epoch's head."""
+    return any(e.phase == "tuning" and e.first_sample < 0 for e in epochs)
+
+
 def progress_of(epochs: Sequence[EpochLike], samples_per_epoch: float | None = None) -> list[float]:
     """Progress (epochs) after each record, in order.
 
@@ -36,7 +42,7 @@ def progress_of(epochs: Sequence[EpochLike], samples_per_epoch: float | None = N
         train = [e.samples + max(e.first_sample, 0) for e in epochs if e.phase == "training" and e.samples > 0]
         samples_per_epoch = float(np.median(train)) if train else float(max([e.samples for e in epochs] + [1]))
     out, tuned = [], 0.0
-    ahead = any(e.phase == "tuning" and e.first_sample < 0 for e in epochs)   # before epoch 1, not in it
+    ahead = tuned_ahead(epochs)
     for e in epochs:
         if e.phase == "tuning":
             tuned += e.samples / samples_per_epoch if samples_per_epoch > 0 else 0.0

@@ -25,7 +25,7 @@ from coach.data import train_size
 from coach.errors import BackendError, CoachError, Diverged, EpochFailed, FailsAgain, OverBudget, SpecError
 from coach.estimate import EarlierRun, Eta, epoch_budget, eta, measured_cost
 from coach.estimate.history import fit_history
-from coach.estimate.progress import progress_of, streak_of
+from coach.estimate.progress import progress_of, streak_of, tuned_ahead
 from coach.estimate.cost import epoch_cost
 from coach.job.coordinator import Coordinator
 from coach.job.earlier import NONE_FOUND, describe, find_earlier
@@ -115,8 +115,7 @@ def tuning_chunk(spec: JobSpec, n_train: int) -> int:
 def tuned_head(history: list[EpochRecord]) -> int:
     """How many samples of training epoch 1's permutation the tuning mini-epochs trained (0 when
     a mini-epoch drew a permutation of its own: recorded by a Coach before 2026-11-26)."""
-    tuning = [r for r in history if r.phase == "tuning"]
-    return 0 if any(r.first_sample < 0 for r in tuning) else sum(r.samples for r in tuning)
+    return 0 if tuned_ahead(history) else sum(r.samples for r in history if r.phase == "tuning")
 
 
 def between_epochs_s(history: list[EpochRecord], since: float) -> float:
@@ -461,7 +460,7 @@ class JobLoop:
         # a job stopped during tuning resumes it where it stopped; once training, tuning is over
         if spec.allocation != "dynamic" or not configs or any(r.phase == "training" for r in history):
             return None
-        if any(r.phase == "tuning" and r.first_sample < 0 for r in history):
+        if tuned_ahead(history):
             self._event("tuning_skipped", f"{', '.join(map(str, configs))}: this job's tuning began under an older "
                         "Coach, on samples of its own; training goes on from what it measured")
             return None
@@ -560,16 +559,17 @@ class JobLoop:
                 return alloc
             self.run.backend.teardown(job_id)
             coord.release(job_id)
-        reasons: list[str] = []
+        last_reason = ""   # only the last: a long wait is told every second
         start = time.monotonic()
 
         def on_wait(why: str) -> None:
-            reasons.append(why)
+            nonlocal last_reason
+            last_reason = why
             self._waiting(why)
 
         alloc = coord.acquire(demand, on_wait, timeout_s=timeout_s, epoch_s=epoch_s, should_stop=self._stop_requested)
-        if alloc is not None and reasons:   # after the fact, `coach events` explains a slow job
-            why = reasons[-1].removeprefix("waiting for capacity: ").rsplit("; expected wait", 1)[0]
+        if alloc is not None and last_reason:   # after the fact, `coach events` explains a slow job
+            why = last_reason.removeprefix("waiting for capacity: ").rsplit("; expected wait", 1)[0]
             self._event("waited", f"{time.monotonic() - start:.1f} s for ({alloc.workers}, {alloc.servers}): {why}")
         return alloc
 

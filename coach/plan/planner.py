@@ -104,8 +104,7 @@ def epoch_hold_s(demand: JobDemand) -> float:
     was measured (tuning)."""
     if demand.speed is None:
         return math.inf
-    w, s = demand.static or demand.current or (1, 1)
-    return demand.speed.epoch_seconds(w, s, demand.samples_per_epoch) + demand.overhead_s
+    return _epoch_s(demand, *(demand.static or demand.current or (1, 1)))
 
 
 def min_resources(demand: JobDemand) -> tuple[float, float]:
@@ -287,6 +286,11 @@ def _step(d: JobDemand, ws: tuple[int, int], role: str, room: _Room) -> _Step:
     return _Step(True, per_core, f"a {nth} {role} would save {per_core:.3g} s {horizon} per core")
 
 
+def _epoch_s(d: JobDemand, w: int, s: int) -> float:
+    """A training epoch's seconds on (w, s) as charged: training at the modelled rate + overhead."""
+    return d.speed.epoch_seconds(w, s, d.samples_per_epoch) + d.overhead_s   # type: ignore[union-attr]
+
+
 def predicted_epoch_cost(d: JobDemand, w: int, s: int) -> float | None:
     """A training epoch's cost on (w, s): training at the speed model's rate plus the job's
     overhead, as charged (None: no speed model yet). The planner and the job loop's budget
@@ -294,7 +298,7 @@ def predicted_epoch_cost(d: JobDemand, w: int, s: int) -> float | None:
     that the loop's check, which counts the overhead, could then refuse."""
     if d.speed is None:
         return None
-    seconds = d.speed.epoch_seconds(w, s, d.samples_per_epoch) + d.overhead_s
+    seconds = _epoch_s(d, w, s)
     return epoch_cost(w, s, d.resources, seconds, d.prices)
 
 

@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 
 from coach.estimate.convergence import ConvergenceFit  # noqa: E402
 from coach.estimate.eta import epochs_left  # noqa: E402
-from coach.estimate.progress import progress_of, streak_of  # noqa: E402
+from coach.estimate.progress import progress_of, streak_of, tuned_ahead  # noqa: E402
 from coach.estimate.speed import SpeedModel  # noqa: E402
 from coach.state.records import EpochRecord  # noqa: E402
 
@@ -66,8 +66,7 @@ def _loss_panel(ax, x: np.ndarray, epochs: Sequence[EpochRecord], target: float,
     trained = max((e.epoch for e in epochs if e.phase == "training"), default=0)
     # where training epoch 0 ends on the x axis: after an older Coach's tuning, which drew samples
     # of its own; at 0 where tuning trains the head of epoch 1 (`progress_of`)
-    ahead = any(e.phase == "tuning" and e.first_sample < 0 for e in epochs)
-    x0 = float(x[~tuning][-1]) - trained if trained else (done if ahead else 0.0)
+    x0 = float(x[tuning][-1]) if tuned_ahead(epochs) else 0.0
     streak = streak_of(epochs, target)
     met = streak >= consecutive   # a finished job: where it stopped is a fact
     pred = None
