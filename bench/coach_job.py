@@ -30,10 +30,12 @@ def submitted(returncode: int | None, stdout: str, stderr: str) -> list[dict]:
     return json.loads(stdout)
 
 
-def submit_job(job: dict) -> tuple[float, dict, list[dict]]:
-    """(wall seconds of `coach submit`, the job's final record, its history records)."""
-    with tempfile.TemporaryDirectory() as home:
-        path = Path(home) / f"{job['name']}.yaml"
+def submit_job(job: dict, home: Path | None = None) -> tuple[float, dict, list[dict]]:
+    """(wall seconds of `coach submit`, the job's final record, its history records), in the
+    store at `home`, by default a throwaway one (no earlier jobs)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        home = home or Path(scratch)
+        path = Path(scratch) / f"{job['name']}.yaml"
         path.write_text(yaml.safe_dump(job))
         t0 = time.monotonic()
         run = coach(home, "submit", str(path), "--json")

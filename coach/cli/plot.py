@@ -19,7 +19,7 @@ def plot(job_id: str = typer.Argument(..., metavar="JOB"),
     """Draw validation loss per epoch with the fitted curve and target crossing, (w, s) per
     epoch, and the fitted speed surface."""
     from coach.estimate.history import fit_history
-    from coach.job.earlier import find_earlier
+    from coach.job.earlier import find_earlier, speeds_before
     from coach.report.plots import plot_job
 
     store = Store()
@@ -39,7 +39,8 @@ def plot(job_id: str = typer.Argument(..., metavar="JOB"),
         raise StateError(f"{store.path}: job {job.job_id}: spec_json: cannot be read back ({type(e).__name__}: "
                          f"{e}); the row was edited or damaged") from None
     earlier = [e.run for e in find_earlier(store, job, spec, n_train)]   # the runs the job's ETA asked
-    fit, speed = fit_history(epochs, batch, n_train, earlier=earlier)
+    # and the speeds that the job's planner counted beside its own
+    fit, speed = fit_history(epochs, batch, n_train, earlier=earlier, measured_before=speeds_before(store, job, spec)[1])
     try:
         path = plot_job(output, epochs, job.target_loss, fit, speed, consecutive=consecutive,
                         title=f"{job.job_id} ({job.status})", samples_per_epoch=n_train, limits=limits,

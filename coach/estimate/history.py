@@ -4,6 +4,7 @@ stand in as a second opinion (same model and data)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -40,6 +41,19 @@ def same_curve(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return same_model(a, b) and all(a.get(f) == b.get(f) for f in SAME_CURVE_FIELDS)
 
 
+SAME_SPEED_FIELDS = ("batch_size", "resources", "scheduler")
+"""With the model and data, what decides a step's speed on one backend up to the machine's noise:
+the global batch and each role's cores and memory (and, on a cluster, who places the pods); not
+the optimizer's settings, the seed or the target."""
+
+
+def same_speed(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two jobs (their specs as stored) train at the same samples/s on a (w, s): the same
+    model and data, batch, resources and scheduler. Compared as JSON, as the store keeps them."""
+    return same_model(a, b) and all(json.dumps(a.get(f), sort_keys=True) == json.dumps(b.get(f), sort_keys=True)
+                                    for f in SAME_SPEED_FIELDS)
+
+
 def earlier_run_of(epochs: Sequence[EpochRecord], samples_per_epoch: float | None,
                    label: str) -> EarlierRun | None:
     """A finished job's epochs as an earlier run, None if it has too few training epochs.
@@ -57,11 +71,14 @@ def earlier_run_of(epochs: Sequence[EpochRecord], samples_per_epoch: float | Non
 
 
 def fit_history(epochs: Sequence[EpochRecord], global_batch: int, samples_per_epoch: float | None,
-                earlier: Sequence[EarlierRun] = ()) -> tuple[ConvergenceFit | None, SpeedModel | None]:
+                earlier: Sequence[EarlierRun] = (), measured_before: Sequence[EpochRecord] = (),
+                ) -> tuple[ConvergenceFit | None, SpeedModel | None]:
     """(convergence fit, speed model), each None while there is too little to fit.
 
     `samples_per_epoch` None: taken from the recorded training epochs (see progress_of).
     `earlier`: earlier runs of the same model and data, for the fit's second opinion.
+    `measured_before`: epochs of earlier jobs that train at the same speed (`same_speed`): the
+    speed model counts them beside the job's own.
     """
     try:
         fit = fit_convergence(progress_of(epochs, samples_per_epoch), [e.val_loss for e in epochs],
@@ -70,7 +87,7 @@ def fit_history(epochs: Sequence[EpochRecord], global_batch: int, samples_per_ep
     except EstimateError:
         fit = None
     samples = [SpeedSample(e.workers, e.servers, e.samples_per_s, global_batch, weight=max(e.samples, 1))
-               for e in epochs if e.samples_per_s > 0]
+               for e in (*measured_before, *epochs) if e.samples_per_s > 0]
     try:
         speed = fit_speed(samples) if samples else None
     except EstimateError:

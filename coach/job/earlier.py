@@ -1,5 +1,6 @@
-"""Which earlier jobs' curves a job asks for a second opinion on when it will stop: the one
-place that decides, so the job loop's ETA and `coach plot` use the same runs."""
+"""Which earlier jobs a job learns from: their curves, a second opinion on when it will stop,
+and their measured speeds, which spare a resubmitted job its tuning. The one place that
+decides, so the job loop and `coach plot` use the same jobs."""
 
 from __future__ import annotations
 
@@ -8,13 +9,19 @@ from typing import Any, Mapping
 
 from coach.errors import StateError
 from coach.estimate.earlier_run import EarlierRun
-from coach.estimate.history import earlier_run_of, same_curve, same_model
-from coach.state.records import FINAL_STATUSES, NONE_FOUND, JobRecord
+from coach.estimate.history import earlier_run_of, same_curve, same_model, same_speed
+from coach.state.records import FINAL_STATUSES, NONE_FOUND, EpochRecord, JobRecord
 from coach.state.store import Store
 
 MAX_EARLIER = 8
 """Other configurations asked at most (the newest), besides the job's own: each costs a time
 warp at every fit, ~12 ms."""
+
+
+SPEED_JOBS = 3
+"""Earlier jobs whose measured speeds a job starts from (the newest): each of a dynamic job's
+tuned configurations then has a measurement or more, and a machine that changed is forgotten
+after a few jobs."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +70,31 @@ def find_earlier(store: Store, job: JobRecord, spec: Mapping[str, Any],
             if others + (not same) == MAX_EARLIER and any(f.same for f in found):
                 break   # the job's own and enough others: nothing older can be asked
     return found
+
+
+def speeds_before(store: Store, job: JobRecord, spec: Mapping[str, Any]) -> tuple[list[str], list[EpochRecord]]:
+    """(ids, measured epochs) of the newest SPEED_JOBS finished jobs submitted before `job`, on
+    its backend, that train at its speed (`same_speed`: model, data, batch, resources). A data
+    scientist resubmits the same job with another seed, target or learning rate: tuning it
+    again measured what the store already knew, about 5 s of a 30 s lenet-mnist job."""
+    ids, epochs = [], []
+    for other in reversed(store.jobs()):   # newest first
+        if len(ids) == SPEED_JOBS:
+            break
+        if (other.created_at >= job.created_at or other.job_id == job.job_id or other.backend != job.backend
+                or other.status not in FINAL_STATUSES):
+            continue
+        other_spec = _spec(store, other.job_id)
+        if other_spec is None or not same_speed(other_spec, spec):
+            continue
+        try:
+            measured = [e for e in store.epochs(other.job_id) if e.samples_per_s > 0]
+        except StateError:   # its epochs edited or damaged: it says nothing
+            continue
+        if measured:
+            ids.append(other.job_id)
+            epochs += measured
+    return ids, epochs
 
 
 def describe(found: list[Earlier]) -> str:

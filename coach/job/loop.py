@@ -28,7 +28,7 @@ from coach.estimate.history import fit_history
 from coach.estimate.progress import progress_of, streak_of, tuned_ahead
 from coach.estimate.cost import epoch_cost
 from coach.job.coordinator import Coordinator
-from coach.job.earlier import NONE_FOUND, describe, find_earlier
+from coach.job.earlier import NONE_FOUND, describe, find_earlier, speeds_before
 from coach.job.epoch import Abandoned, EpochOutcome, EpochPlan, EpochRunner, abandoned
 from coach.plan import Allocation, JobDemand, predicted_epoch_cost
 from coach.spec import JobSpec
@@ -169,6 +169,7 @@ class JobLoop:
                             f"{self.spec.dataset['name']}: every epoch would be a single step")
         self._fit_cache: tuple | None = None
         self._earlier: list[EarlierRun] = []   # earlier runs of the same model and data, found when the job starts
+        self._before: tuple[list[str], list[EpochRecord]] = ([], [])   # earlier jobs' speeds (`speeds_before`)
         self._eta: tuple | None = None   # (records it was computed from, Eta | None)
         self._started = time.time()   # this run's epochs: the gaps of a stop and resume are no wait
 
@@ -263,7 +264,7 @@ class JobLoop:
         """Fit once per recorded epoch: a fit costs seconds that would otherwise delay every epoch."""
         if self._fit_cache is None or self._fit_cache[0] != len(history):
             self._fit_cache = (len(history), *fit_history(history, self.spec.batch_size, self.n_train,
-                                                          earlier=self._earlier))
+                                                          earlier=self._earlier, measured_before=self._before[1]))
         return self._fit_cache[1], self._fit_cache[2]
 
     def _epoch_seconds(self, history: list[EpochRecord], speed, w: int, s: int,
@@ -405,6 +406,7 @@ class JobLoop:
         spec, coord = self.spec, self.run.coordinator
         self._charge_abandoned()
         self._find_earlier()
+        self._before = speeds_before(self.store, self.store.job(self.run.job_id), asdict(spec))
         history = self._history()
         first = self._demand([])
         if (why := coord.never_fits(first)) is not None:
@@ -438,7 +440,7 @@ class JobLoop:
                                                  alloc.workers, alloc.servers)
                 if predicted is not None and predicted > left:
                     return self._budget_exhausted(left, predicted)
-                if history:
+                if history or demand.speed is not None:   # epoch 1 planned on earlier jobs' speeds too
                     self._event("plan", f"epoch {epoch + 1}: ({alloc.workers}, {alloc.servers}): {alloc.reason}")
                 epoch += 1
                 history.append(self._execute("training", epoch, alloc.workers, alloc.servers, None, history,
@@ -464,6 +466,12 @@ class JobLoop:
             self._event("tuning_skipped", f"{', '.join(map(str, configs))}: this job's tuning began under an older "
                         "Coach, on samples of its own; training goes on from what it measured")
             return None
+        ids, before = self._before
+        if known := [c for c in configs if c in {(r.workers, r.servers) for r in before}]:
+            self._event("tuning_skipped", f"{', '.join(map(str, known))}: measured by {', '.join(ids)}, earlier "
+                        "job(s) of the same model, data, batch and resources on this backend")
+            if not (configs := [c for c in configs if c not in known]):
+                return None
         def demand(w: int, s: int) -> JobDemand:
             return JobDemand(job_id=self.run.job_id, speed=None, remaining_epochs=None,
                              samples_per_epoch=float(self.n_train), static=(w, s),

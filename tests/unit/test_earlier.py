@@ -1,6 +1,6 @@
 """Which earlier jobs a job asks about its stop epoch: of every configuration of the same model and data,
 the newest one submitted before it, finished, with enough epochs — the same answer for the job loop and
-`coach plot`."""
+`coach plot`. And whose measured speeds it starts from: those that train at its speed."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from coach.job.earlier import MAX_EARLIER, NONE_FOUND, describe, find_earlier
+from coach.job.earlier import MAX_EARLIER, NONE_FOUND, SPEED_JOBS, describe, find_earlier, speeds_before
 from coach.state.records import EpochRecord
 from coach.state.store import Store
 
 SPEC = {"model": {"name": "mlp"}, "dataset": {"name": "digits"}, "batch_size": 32, "optimizer": "sgd",
-        "learning_rate": 0.05, "momentum": 0.9, "weight_decay": 0.0}
+        "learning_rate": 0.05, "momentum": 0.9, "weight_decay": 0.0, "scheduler": "default",
+        "resources": {"worker": {"cpu": 0.5, "memory_gib": 0.5}, "server": {"cpu": 0.25, "memory_gib": 0.25}}}
 CURVE = [2.0, 1.2, 0.8, 0.6, 0.5, 0.45, 0.42]
 
 
@@ -112,3 +113,44 @@ def test_a_damaged_earlier_job_is_skipped_not_fatal(tmp_path: Path, column: str,
     if chosen:
         store.update_job("me", earlier_job="b,a")
     assert [e.job.job_id for e in find_earlier(store, store.job("me"), SPEC, None)] == ["a"]
+
+
+@pytest.mark.parametrize(
+    ("before", "found"),
+    [
+        pytest.param([("a", "succeeded", None)], ["a"], id="same-job"),
+        pytest.param([("a", "failed", None), ("b", "budget_exhausted", None)], ["b", "a"],
+                     id="any-final-status-newest-first"),
+        pytest.param([("a", "succeeded", {"learning_rate": 0.01, "optimizer": "adam", "seed": 3})], ["a"],
+                     id="optimizer-and-seed-do-not-change-speed"),
+        pytest.param([("a", "succeeded", {"batch_size": 64})], [], id="other-batch-never"),
+        pytest.param([("a", "succeeded", {"resources": {"worker": {"cpu": 1.0, "memory_gib": 0.5},
+                                                        "server": {"cpu": 0.25, "memory_gib": 0.25}}})], [],
+                     id="other-resources-never"),
+        pytest.param([("a", "succeeded", {"scheduler": "gang"})], [], id="other-scheduler-never"),
+        pytest.param([("a", "succeeded", {"model": {"name": "lenet"}})], [], id="other-model-never"),
+        pytest.param([("a", "training", None)], ["a"], id="killed-while-training-counts"),   # read as interrupted
+        pytest.param([(f"j{i}", "succeeded", None) for i in range(SPEED_JOBS + 2)],
+                     [f"j{i}" for i in range(SPEED_JOBS + 1, 1, -1)], id="at-most-SPEED_JOBS-newest"),
+    ],
+)
+def test_speeds_before(tmp_path: Path, before, found) -> None:
+    store = Store(tmp_path / "coach.db")
+    for job_id, status, spec in before:
+        add(store, job_id, status, spec)
+    store.create_job("me", "me", "me.yaml", SPEC, 0.1, 1.0)
+    time.sleep(0.01)
+    add(store, "later", "succeeded")   # submitted after it: never
+    ids, epochs = speeds_before(store, store.job("me"), SPEC)
+    assert ids == found
+    assert [e.job_id for e in epochs] == [j for j in found for _ in CURVE]
+
+
+def test_speeds_before_are_of_the_same_backend_only(tmp_path: Path) -> None:
+    store = Store(tmp_path / "coach.db")
+    store.create_job("a", "a", "a.yaml", SPEC, 0.1, 1.0, backend="cluster")
+    store.record_epoch(EpochRecord("a", "training", 1, 2, 1, 1.0, 1.0, 1.0, 100, 100.0, 0.0))
+    store.update_job("a", status="succeeded")
+    time.sleep(0.01)
+    store.create_job("me", "me", "me.yaml", SPEC, 0.1, 1.0)
+    assert speeds_before(store, store.job("me"), SPEC) == ([], [])

@@ -191,3 +191,33 @@ def test_tuning_begun_by_an_older_coach_is_not_continued_on_epoch_1s_samples(tmp
     assert len(history) == 1
     [event] = [e for e in store.events("j-000000") if e["kind"] == "tuning_skipped"]
     assert event["message"].startswith("(2, 1), (2, 2), (1, 2): this job's tuning began under an older Coach")
+
+
+def test_a_resubmitted_job_skips_tuning_what_earlier_jobs_measured(tmp_path: Path, coach_home: Path) -> None:
+    """An earlier job of the same model, data, batch and resources measured every tuning
+    configuration: the new job tunes none (the backend, None here, is never asked), and its speed
+    model is fitted before its first epoch, so the planner chooses epoch 1's (w, s) from them."""
+    from dataclasses import asdict
+
+    from coach.job.earlier import speeds_before
+    from coach.job.loop import TUNING_CONFIGS, JobLoop, JobRun
+    from coach.state.store import Store
+
+    spec = load_spec(write_job(tmp_path / "j.yaml", name="j", **FAST_JOB))
+    store = Store()
+    store.create_job("j-earlier", "j", "j.yaml", asdict(spec), spec.target_loss, spec.budget)
+    for i, (w, s) in enumerate(TUNING_CONFIGS, start=1):
+        store.record_epoch(EpochRecord(job_id="j-earlier", phase="tuning", epoch=i, workers=w, servers=s,
+                                       train_loss=2.0, val_loss=1.9, duration_s=1.0, samples=256,
+                                       samples_per_s=500.0 * w, cost=0.001, first_sample=256 * (i - 1)))
+    store.update_job("j-earlier", status="succeeded")
+    store.create_job("j-000000", "j", "j.yaml", asdict(spec), spec.target_loss, spec.budget)
+    loop = JobLoop(JobRun(spec, "j-000000", store, backend=None, coordinator=None, work_dir=tmp_path))  # type: ignore[arg-type]
+    loop._before = speeds_before(store, store.job("j-000000"), asdict(spec))
+    assert loop._fits([])[1] is not None
+    history: list[EpochRecord] = []
+    assert loop._tune(history) is None
+    assert history == []
+    [event] = [e for e in store.events("j-000000") if e["kind"] == "tuning_skipped"]
+    assert event["message"] == ("(1, 1), (2, 1), (2, 2), (1, 2): measured by j-earlier, earlier job(s) of the same "
+                                "model, data, batch and resources on this backend")
