@@ -470,8 +470,12 @@ class JobLoop:
         if known := [c for c in configs if c in {(r.workers, r.servers) for r in before}]:
             self._event("tuning_skipped", f"{', '.join(map(str, known))}: measured by {', '.join(ids)}, earlier "
                         "job(s) of the same model, data, batch and resources on this backend")
-            if not (configs := [c for c in configs if c not in known]):
-                return None
+        for c in configs:   # what they measured can also tell that a configuration would not help
+            if c not in known and (why := _known_not_to_help(before, *c)) is not None:
+                self._event("tuning_skipped", f"{c}: {why} (measured by {', '.join(ids)})")
+                known.append(c)
+        if not (configs := [c for c in configs if c not in known]):
+            return None
         def demand(w: int, s: int) -> JobDemand:
             return JobDemand(job_id=self.run.job_id, speed=None, remaining_epochs=None,
                              samples_per_epoch=float(self.n_train), static=(w, s),

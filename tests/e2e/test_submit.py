@@ -96,6 +96,32 @@ def test_a_dynamic_jobs_tuning_trains_the_head_of_the_epoch_a_static_job_trains(
     assert epoch1["val_loss"] == pytest.approx(static1["val_loss"], rel=1e-6)
 
 
+def test_a_resubmitted_job_skips_tuning_and_plans_epoch_1_on_the_speeds_measured_before(tmp_path: Path,
+                                                                                         coach_home: Path) -> None:
+    """The second submission of a job finds the first's measured speeds (same model, data, batch,
+    resources, backend): it tunes nothing and its epoch 1 is a whole epoch on the configuration
+    the planner chose from them. Tuning trained epoch 1's head, so both runs of one seed learn
+    the same: epoch 1 ends at the same loss. A job of another batch size tunes again."""
+    first, again = (json.loads(run_coach("submit", str(write_job(tmp_path / f"{n}.yaml", name=n, **FAST_JOB)),
+                                         "--json", check=True).stdout)[0] for n in ("first", "again"))
+    before, after = _history(first["job_id"]), _history(again["job_id"])
+    assert any(r["phase"] == "tuning" for r in before)
+    assert all(r["phase"] == "training" for r in after), after
+    assert after[0]["first_sample"] == 0 and after[0]["samples"] == before[-1]["samples"]
+    epoch1 = next(r for r in before if r["phase"] == "training")
+    assert after[0]["val_loss"] == pytest.approx(epoch1["val_loss"], rel=1e-6)
+    events = json.loads(run_coach("events", again["job_id"], "--json", check=True).stdout)
+    skipped = [e["message"] for e in events if e["kind"] == "tuning_skipped"]
+    assert skipped[0].endswith(f": measured by {first['job_id']}, earlier job(s) of the same model, data, batch "
+                               "and resources on this backend"), skipped
+    # (1, 2), if the first job skipped it, is skipped for the reason it was, from what that job measured
+    assert all(m.startswith("(1, 2): a server more did not speed up 2 workers") for m in skipped[1:]), skipped
+    assert any(e["kind"] == "plan" and e["message"].startswith("epoch 1: ") for e in events), events
+    other = json.loads(run_coach("submit", str(write_job(tmp_path / "other.yaml", name="other",
+                                                         **dict(FAST_JOB, batch_size=16))), "--json").stdout)[0]
+    assert any(r["phase"] == "tuning" for r in _history(other["job_id"]))
+
+
 @pytest.mark.parametrize(("cpu", "problem"), [
     # recorded as a failed job before; then it named no field and ended "(--cpu)"
     ("0.1", "resources: its smallest allocation (1 worker(s), 1 server(s) and a scheduler) needs 0.85 cores and "
