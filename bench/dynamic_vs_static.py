@@ -35,7 +35,7 @@ def run(job: dict, home: Path | None = None) -> dict:
     wall, rec, hist = submit_job(job, home)
     training = [h for h in hist if h["phase"] == "training"]
     return {"wall_s": wall, "status": rec["status"], "spent": rec["spent"], "epochs": len(training),
-            "ws": _runs([(h["workers"], h["servers"]) for h in training])}
+            "tuned": len(hist) - len(training), "ws": _runs([(h["workers"], h["servers"]) for h in training])}
 
 
 def _runs(allocations: list[tuple[int, int]]) -> str:
@@ -62,7 +62,7 @@ def main() -> None:
         # a data scientist's store after a first submission: one earlier run, of a seed not benchmarked
         warm = run(dict(dynamic, seed=args.rounds), Path(store))
         print(f"earlier run in the resubmissions' store (seed {args.rounds}): {warm['wall_s']:.1f} s, "
-              f"{warm['epochs']} training epochs on {warm['ws']}")
+              f"{warm['tuned']} tuning mini-epochs, {warm['epochs']} training epochs on {warm['ws']}")
         ratios, noise, short = {"dynamic": [], "resubmitted": []}, [], []
         totals = dict.fromkeys(labels[:3], 0.0)
         for r in range(args.rounds):
@@ -80,8 +80,8 @@ def main() -> None:
             short += [f"seed {r} {label}" for label, x in results.items() if x["status"] != "succeeded"]
             for label in labels:
                 x = results[label]
-                print(f"round {r + 1} {label:<12}: {x['wall_s']:6.1f} s  {x['status']}  {x['epochs']} training epochs "
-                      f"on {x['ws']}  spent {x['spent']:.4g}")
+                print(f"round {r + 1} {label:<12}: {x['wall_s']:6.1f} s  {x['status']}  {x['tuned']} tuning mini-epochs, "
+                      f"{x['epochs']} training epochs on {x['ws']}  spent {x['spent']:.4g}")
             print(f"round {r + 1} (seed {r}) dynamic/static: first submission {ratios['dynamic'][-1]:.3f}, "
                   f"resubmitted {ratios['resubmitted'][-1]:.3f}; static again/static: {noise[-1]:.3f}")
     spread = max(abs(n - 1) for n in noise)
