@@ -61,6 +61,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as store:
         # a data scientist's store after a first submission: one earlier run, of a seed not benchmarked
         warm = run(dict(dynamic, seed=args.rounds), Path(store))
+        if warm["status"] not in ("succeeded", "max_epochs") or not warm["tuned"]:
+            raise SystemExit(f"the earlier run did not tune and finish ({warm}): resubmissions would be first ones")
         print(f"earlier run in the resubmissions' store (seed {args.rounds}): {warm['wall_s']:.1f} s, "
               f"{warm['tuned']} tuning mini-epochs, {warm['epochs']} training epochs on {warm['ws']}")
         ratios, noise, short = {"dynamic": [], "resubmitted": []}, [], []

@@ -139,10 +139,10 @@ def _aggregate(samples: Sequence[SpeedSample]) -> list[Point]:
             raise EstimateError(f"a speed sample's weight must be a positive number, got {smp.weight!r}")
         groups.setdefault((int(smp.workers), int(smp.servers), float(smp.global_batch)), []).append(
             (float(smp.samples_per_s), float(smp.weight)))
-    return [(w, s, m, _weighted_median(v)) for (w, s, m), v in sorted(groups.items())]
+    return [(w, s, m, weighted_median(v)) for (w, s, m), v in sorted(groups.items())]
 
 
-def _weighted_median(values: list[tuple[float, float]]) -> float:
+def weighted_median(values: list[tuple[float, float]]) -> float:
     """The value at half the total weight; midway between two values when half falls between
     them, so with equal weights it is the plain median."""
     ordered = sorted(values)

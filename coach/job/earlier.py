@@ -19,9 +19,8 @@ warp at every fit, ~12 ms."""
 
 
 SPEED_JOBS = 3
-"""Earlier jobs whose measured speeds a job starts from (the newest): each of a dynamic job's
-tuned configurations then has a measurement or more, and a machine that changed is forgotten
-after a few jobs."""
+"""Earlier jobs per configuration whose measured speeds a job starts from (the newest): a few
+measurements each, and a machine that changed is forgotten after a few jobs."""
 
 
 @dataclass(frozen=True)
@@ -73,27 +72,39 @@ def find_earlier(store: Store, job: JobRecord, spec: Mapping[str, Any],
 
 
 def speeds_before(store: Store, job: JobRecord, spec: Mapping[str, Any]) -> tuple[list[str], list[EpochRecord]]:
-    """(ids, measured epochs) of the newest SPEED_JOBS finished jobs submitted before `job`, on
-    its backend, that train at its speed (`same_speed`: model, data, batch, resources). A data
-    scientist resubmits the same job with another seed, target or learning rate: tuning it
-    again measured what the store already knew, about 5 s of a 30 s lenet-mnist job."""
-    ids, epochs = [], []
+    """(ids, measured epochs) of earlier jobs on `job`'s backend that train at its speed
+    (`same_speed`: model, data, batch, resources, scheduler): for each (w, s), the epochs of the
+    newest SPEED_JOBS jobs that measured it, recorded before `job` was submitted. A data
+    scientist resubmits the same job with another seed, target or learning rate: tuning it again
+    measured what the store already knew, about 5 s of a 30 s lenet-mnist job.
+
+    Per configuration, not per job: a resubmitted job trains on the one (w, s) it was planned
+    on, so three resubmissions would otherwise push the one job that tuned out of the window,
+    and the next tuned again. Only what was recorded before the submission counts, so the job
+    loop, its resumption and `coach plot` find the same epochs without storing their ids."""
+    ids: list[str] = []
+    epochs: list[EpochRecord] = []
+    jobs_of: dict[tuple[int, int], set[str]] = {}
     for other in reversed(store.jobs()):   # newest first
-        if len(ids) == SPEED_JOBS:
-            break
-        if (other.created_at >= job.created_at or other.job_id == job.job_id or other.backend != job.backend
-                or other.status not in FINAL_STATUSES):
+        if other.created_at >= job.created_at or other.job_id == job.job_id or other.backend != job.backend:
             continue
         other_spec = _spec(store, other.job_id)
         if other_spec is None or not same_speed(other_spec, spec):
             continue
         try:
-            measured = [e for e in store.epochs(other.job_id) if e.samples_per_s > 0]
+            measured = [e for e in store.epochs(other.job_id) if e.samples_per_s > 0
+                        and e.finished_at <= job.created_at]
         except StateError:   # its epochs edited or damaged: it says nothing
             continue
-        if measured:
+        taken = []
+        for e in measured:
+            seen = jobs_of.setdefault((e.workers, e.servers), set())   # jobs that measured (w, s), newer first
+            if other.job_id in seen or len(seen) < SPEED_JOBS:
+                seen.add(other.job_id)
+                taken.append(e)
+        if taken:
             ids.append(other.job_id)
-            epochs += measured
+            epochs += taken
     return ids, epochs
 
 

@@ -27,6 +27,7 @@ from coach.estimate import EarlierRun, Eta, epoch_budget, eta, measured_cost
 from coach.estimate.history import fit_history
 from coach.estimate.progress import progress_of, streak_of, tuned_ahead
 from coach.estimate.cost import epoch_cost
+from coach.estimate.speed import weighted_median
 from coach.job.coordinator import Coordinator
 from coach.job.earlier import NONE_FOUND, describe, find_earlier, speeds_before
 from coach.job.epoch import Abandoned, EpochOutcome, EpochPlan, EpochRunner, abandoned
@@ -139,14 +140,25 @@ def _mini_epoch_cost(history: list[EpochRecord], w: int, s: int, spec: JobSpec) 
     return epoch_cost(w, s, spec.resources, last.samples / last.samples_per_s + start_up, spec.prices)
 
 
-def _known_not_to_help(history: list[EpochRecord], w: int, s: int) -> str | None:
-    """Why tuning (w, s) would teach nothing, or None.
+def _rates(records: list[EpochRecord]) -> dict[tuple[int, int], float]:
+    """Each configuration's measured samples/s, reduced as the speed model reduces them: the
+    median weighted by the samples each record measured (the newest job's need not win)."""
+    groups: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    for r in records:
+        if r.samples_per_s > 0:
+            groups.setdefault((r.workers, r.servers), []).append((r.samples_per_s, max(r.samples, 1)))
+    return {c: weighted_median(v) for c, v in groups.items()}
+
+
+def _known_not_to_help(records: list[EpochRecord], w: int, s: int) -> str | None:
+    """Why tuning (w, s) would teach nothing, or None, from what `records` measured (the job's
+    own mini-epochs, and earlier jobs' epochs: `speeds_before`).
 
     A server's share of the push/pull traffic grows with the workers (Optimus' t2·w/s), so
     if going from s − 1 to s servers did not speed up more workers, it will not speed up w:
     the mini-epoch would only add its start-up overhead (about one second on 2 cores).
     """
-    rate = {(r.workers, r.servers): r.samples_per_s for r in history if r.phase == "tuning"}
+    rate = _rates(records)
     for (w2, s2), with_s in rate.items():
         fewer = rate.get((w2, s - 1))
         if w2 > w and s2 == s and fewer and 0 < with_s <= fewer * (1 + TUNING_NOISE):
@@ -275,9 +287,19 @@ class JobLoop:
         first epoch's held every replica's `import mxnet`, which warm replicas do not repeat, and
         a static job's second epoch was predicted at 16 s (others waiting for its cores were told
         so) where it took 1 s."""
-        if speed is None or not history:
+        measured = history or self._before[1]   # before its first epoch, earlier jobs' overhead
+        if speed is None or not measured:
             return None
-        return speed.epoch_seconds(w, s, samples or self.n_train) + _median(_overheads(history))
+        return speed.epoch_seconds(w, s, samples or self.n_train) + _median(_overheads(measured))
+
+    def _charged_overhead(self, history: list[EpochRecord]) -> float:
+        """An epoch's charged seconds beyond its training, what the budget is judged on. Before
+        the job's first epoch, earlier jobs' wall-clock overhead (their prices may differ from
+        its own, so their charges do not convert; a record's wall time holds no import since
+        session 27, and is about what was charged)."""
+        if history:
+            return _median(_charged_overheads(history, self.spec))
+        return _median(_overheads(self._before[1]))
 
     def _streak(self, history: list[EpochRecord]) -> int:
         return streak_of(history, self.spec.target_loss)
@@ -313,7 +335,7 @@ class JobLoop:
         # before the job stopped on its budget), as what max_epochs leaves is
         per_epoch = predicted_epoch_cost(JobDemand(self.run.job_id, speed, None, float(self.n_train),
                                                    resources=self.spec.resources, prices=self.spec.prices,
-                                                   overhead_s=_median(_charged_overheads(history, self.spec))),
+                                                   overhead_s=self._charged_overhead(history)),
                                          w, s)
         left = self._budget_left()
         if per_epoch and e.epochs_left is not None and per_epoch * e.epochs_left > left:
@@ -333,7 +355,7 @@ class JobLoop:
             static=(self.spec.workers, self.spec.servers) if self.spec.allocation == "static" else None,
             resources=self.spec.resources,
             epoch_budget=epoch_budget(self.spec.budget - spent, remaining_epochs), prices=self.spec.prices,
-            overhead_s=_median(_charged_overheads(history, self.spec)),   # the budget's: charged, not wall
+            overhead_s=self._charged_overhead(history),
             current=next(((r.workers, r.servers) for r in reversed(history) if r.phase == "training"), None))
 
     # -- the loop --------------------------------------------------------------------------
@@ -452,8 +474,9 @@ class JobLoop:
                              val_epoch=f"training {last.epoch}")
 
     def _tune(self, history: list[EpochRecord]) -> str | None:
-        """Tuning mini-epochs on the configurations not measured yet (appended to `history`);
-        the job's final status if it ended meanwhile (a stop), else None."""
+        """Tuning mini-epochs on the configurations that neither the job nor earlier jobs of its
+        speed (`speeds_before`) measured (appended to `history`); the job's final status if it
+        ended meanwhile (a stop), else None."""
         spec, coord = self.spec, self.run.coordinator
         tuned = {(r.workers, r.servers) for r in history if r.phase == "tuning"}
         chunk = tuning_chunk(spec, self.n_train)
@@ -469,9 +492,9 @@ class JobLoop:
         ids, before = self._before
         if known := [c for c in configs if c in {(r.workers, r.servers) for r in before}]:
             self._event("tuning_skipped", f"{', '.join(map(str, known))}: measured by {', '.join(ids)}, earlier "
-                        "job(s) of the same model, data, batch and resources on this backend")
-        for c in configs:   # what they measured can also tell that a configuration would not help
-            if c not in known and (why := _known_not_to_help(before, *c)) is not None:
+                        "job(s) of the same model, data, batch, resources and scheduler on this backend")
+        for c in configs:   # what they measured can also tell now that a configuration would not help
+            if before and c not in known and (why := _known_not_to_help([*before, *history], *c)) is not None:
                 self._event("tuning_skipped", f"{c}: {why} (measured by {', '.join(ids)})")
                 known.append(c)
         if not (configs := [c for c in configs if c not in known]):
@@ -530,7 +553,7 @@ class JobLoop:
                 break
             if left <= 0:
                 break
-            if (why := _known_not_to_help(history, w, s)) is not None:
+            if (why := _known_not_to_help([*before, *history], w, s)) is not None:
                 self._event("tuning_skipped", f"({w}, {s}): {why}")
                 continue
             if i > 0 and (why := coord.never_fits(demand(w, s), now=True)) is not None:   # not when Coach's jobs leave

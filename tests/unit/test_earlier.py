@@ -129,7 +129,7 @@ def test_a_damaged_earlier_job_is_skipped_not_fatal(tmp_path: Path, column: str,
                      id="other-resources-never"),
         pytest.param([("a", "succeeded", {"scheduler": "gang"})], [], id="other-scheduler-never"),
         pytest.param([("a", "succeeded", {"model": {"name": "lenet"}})], [], id="other-model-never"),
-        pytest.param([("a", "training", None)], ["a"], id="killed-while-training-counts"),   # read as interrupted
+        pytest.param([("a", "training", None)], ["a"], id="whatever-its-status"),
         pytest.param([(f"j{i}", "succeeded", None) for i in range(SPEED_JOBS + 2)],
                      [f"j{i}" for i in range(SPEED_JOBS + 1, 1, -1)], id="at-most-SPEED_JOBS-newest"),
     ],
@@ -144,6 +144,22 @@ def test_speeds_before(tmp_path: Path, before, found) -> None:
     ids, epochs = speeds_before(store, store.job("me"), SPEC)
     assert ids == found
     assert [e.job_id for e in epochs] == [j for j in found for _ in CURVE]
+
+
+def test_speeds_before_count_measured_epochs_recorded_before_the_submission(tmp_path: Path) -> None:
+    """An epoch that measured nothing (a failed attempt's record) takes no job's place, and one
+    recorded after the job was submitted (a resumed earlier job) is not asked: the loop, its
+    resumption and `coach plot` find the same epochs."""
+    store = Store(tmp_path / "coach.db")
+    add(store, "measured", "succeeded")
+    store.create_job("nothing", "nothing", "n.yaml", SPEC, 0.1, 1.0)
+    store.record_epoch(EpochRecord("nothing", "training", 1, 1, 1, 1.0, 1.0, 1.0, 0, 0.0, 0.0))
+    time.sleep(0.01)
+    store.create_job("me", "me", "me.yaml", SPEC, 0.1, 1.0)
+    store.record_epoch(EpochRecord("measured", "training", 8, 2, 1, 1.0, 1.0, 1.0, 100, 100.0, 0.0,
+                                   started_at=time.time(), finished_at=time.time()))
+    ids, epochs = speeds_before(store, store.job("me"), SPEC)
+    assert ids == ["measured"] and len(epochs) == len(CURVE) and {(e.workers, e.servers) for e in epochs} == {(1, 1)}
 
 
 def test_speeds_before_are_of_the_same_backend_only(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -193,23 +194,33 @@ def test_tuning_begun_by_an_older_coach_is_not_continued_on_epoch_1s_samples(tmp
     assert event["message"].startswith("(2, 1), (2, 2), (1, 2): this job's tuning began under an older Coach")
 
 
-@pytest.mark.parametrize(("rates", "said"), [
-    pytest.param({(1, 1): 500.0, (2, 1): 1000.0, (2, 2): 1500.0, (1, 2): 600.0},
-                 ["(1, 1), (2, 1), (2, 2), (1, 2): measured by j-earlier, earlier job(s) of the same model, data, "
-                  "batch and resources on this backend"], id="all-measured"),
+MEASURED = "earlier job(s) of the same model, data, batch, resources and scheduler on this backend"
+
+
+@pytest.mark.parametrize(("earlier", "said"), [
+    pytest.param([{(1, 1): 500.0, (2, 1): 1000.0, (2, 2): 1500.0, (1, 2): 600.0}],
+                 [f"(1, 1), (2, 1), (2, 2), (1, 2): measured by j-0, {MEASURED}"], id="all-measured"),
     # the earlier job skipped (1, 2): a second server did not speed up two workers
-    pytest.param({(1, 1): 500.0, (2, 1): 1000.0, (2, 2): 1000.0},
-                 ["(1, 1), (2, 1), (2, 2): measured by j-earlier, earlier job(s) of the same model, data, batch and "
-                  "resources on this backend",
+    pytest.param([{(1, 1): 500.0, (2, 1): 1000.0, (2, 2): 1000.0}],
+                 [f"(1, 1), (2, 1), (2, 2): measured by j-0, {MEASURED}",
                   "(1, 2): a server more did not speed up 2 workers (1000 → 1000 samples/s, +0.0%; faster counts "
-                  "from +5%), so it will not speed up 1 (measured by j-earlier)"], id="known-not-to-help"),
+                  "from +5%), so it will not speed up 1 (measured by j-0)"], id="known-not-to-help"),
+    # three resubmissions trained on (2, 1) only: the job that tuned still counts for the others
+    pytest.param([{(1, 1): 500.0, (2, 1): 1000.0, (2, 2): 1500.0, (1, 2): 600.0}] + [{(2, 1): 1000.0}] * 3,
+                 [f"(1, 1), (2, 1), (2, 2), (1, 2): measured by j-3, j-2, j-1, j-0, {MEASURED}"],
+                 id="a-chain-of-resubmissions"),
+    # jobs disagree on (2, 2): their median decides, not the oldest, which tuned (and would tune (1, 2))
+    pytest.param([{(1, 1): 500.0, (2, 1): 1000.0, (2, 2): 1500.0}, {(2, 2): 1000.0}, {(2, 2): 1020.0}],
+                 [f"(1, 1), (2, 1), (2, 2): measured by j-2, j-1, j-0, {MEASURED}",
+                  "(1, 2): a server more did not speed up 2 workers (1000 → 1020 samples/s, +2.0%; faster counts "
+                  "from +5%), so it will not speed up 1 (measured by j-2, j-1, j-0)"], id="the-median-decides"),
 ])
 def test_a_resubmitted_job_skips_tuning_what_earlier_jobs_measured(tmp_path: Path, coach_home: Path,
-                                                                   rates: dict, said: list[str]) -> None:
-    """An earlier job of the same model, data, batch and resources measured every tuning
-    configuration, or what it measured shows that the rest would not help: the new job tunes
-    none (the backend, None here, is never asked), and its speed model is fitted before its
-    first epoch, so the planner chooses epoch 1's (w, s) from them."""
+                                                                   earlier: list[dict], said: list[str]) -> None:
+    """Earlier jobs of the same model, data, batch, resources and scheduler measured every
+    tuning configuration, or what they measured shows that the rest would not help: the new job
+    tunes none (the backend and coordinator, None here, are never asked), and its speed model is
+    fitted before its first epoch, so the planner chooses epoch 1's (w, s) from them."""
     from dataclasses import asdict
 
     from coach.job.earlier import speeds_before
@@ -218,17 +229,25 @@ def test_a_resubmitted_job_skips_tuning_what_earlier_jobs_measured(tmp_path: Pat
 
     spec = load_spec(write_job(tmp_path / "j.yaml", name="j", **FAST_JOB))
     store = Store()
-    store.create_job("j-earlier", "j", "j.yaml", asdict(spec), spec.target_loss, spec.budget)
-    for i, ((w, s), rate) in enumerate(rates.items(), start=1):
-        store.record_epoch(EpochRecord(job_id="j-earlier", phase="tuning", epoch=i, workers=w, servers=s,
-                                       train_loss=2.0, val_loss=1.9, duration_s=1.0, samples=256,
-                                       samples_per_s=rate, cost=0.001, first_sample=256 * (i - 1)))
-    store.update_job("j-earlier", status="succeeded")
-    store.create_job("j-000000", "j", "j.yaml", asdict(spec), spec.target_loss, spec.budget)
-    loop = JobLoop(JobRun(spec, "j-000000", store, backend=None, coordinator=None, work_dir=tmp_path))  # type: ignore[arg-type]
-    loop._before = speeds_before(store, store.job("j-000000"), asdict(spec))
-    assert loop._fits([])[1] is not None
+    for n, rates in enumerate(earlier):
+        store.create_job(f"j-{n}", "j", "j.yaml", asdict(spec), spec.target_loss, spec.budget)
+        for i, ((w, s), rate) in enumerate(rates.items(), start=1):
+            store.record_epoch(EpochRecord(job_id=f"j-{n}", phase="tuning" if len(rates) > 1 else "training",
+                                           epoch=i, workers=w, servers=s, train_loss=2.0, val_loss=1.9,
+                                           duration_s=1.0, samples=256, samples_per_s=rate, cost=0.001,
+                                           first_sample=256 * (i - 1)))
+        store.update_job(f"j-{n}", status="succeeded")
+        time.sleep(0.01)   # distinct created_at
+    store.create_job("j-new", "j", "j.yaml", asdict(spec), spec.target_loss, spec.budget)
+    loop = JobLoop(JobRun(spec, "j-new", store, backend=None, coordinator=None, work_dir=tmp_path))  # type: ignore[arg-type]
+    loop._before = speeds_before(store, store.job("j-new"), asdict(spec))
+    speed = loop._fits([])[1]
+    assert speed is not None
+    # epoch 1 is predicted with their start-up too (each record: 1 s, of which 0.17–0.51 s training)
+    assert loop._charged_overhead([]) >= 0.48
+    assert loop._epoch_seconds([], speed, 1, 1) == pytest.approx(speed.epoch_seconds(1, 1, loop.n_train)
+                                                                 + loop._charged_overhead([]))
     history: list[EpochRecord] = []
     assert loop._tune(history) is None
     assert history == []
-    assert [e["message"] for e in store.events("j-000000") if e["kind"] == "tuning_skipped"] == said
+    assert [e["message"] for e in store.events("j-new") if e["kind"] == "tuning_skipped"] == said
