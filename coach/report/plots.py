@@ -38,19 +38,21 @@ from coach.state.records import EpochRecord  # noqa: E402
 def plot_job(out: Path, epochs: Sequence[EpochRecord], target: float, fit: ConvergenceFit | None,
              speed: SpeedModel | None, consecutive: int = 3, title: str | None = None,
              samples_per_epoch: float | None = None, limits: tuple[int, int] | None = None,
-             max_epochs: int | None = None) -> Path:
+             max_epochs: int | None = None, measured_before: Sequence[EpochRecord] = ()) -> Path:
     """Draw the three panels into `out` (PNG) and return its path. `samples_per_epoch`: the
     training split's size, which places tuning mini-epochs where the job loop's fit did
     (None: the training epochs' median, see `progress_of`). `limits`: the job's max_workers and
     max_servers, beyond which the speed surface is not drawn (the job never runs there).
-    `max_epochs`: the job's, past which the prediction is "not within max_epochs", as its ETA says."""
+    `max_epochs`: the job's, past which the prediction is "not within max_epochs", as its ETA says.
+    `measured_before`: earlier jobs' epochs that its speed model counts (`speeds_before`), marked
+    apart from the job's own measurements."""
     out = Path(out)
     fig, (ax_loss, ax_ws, ax_speed) = plt.subplots(1, 3, figsize=(16, 4.8))
     fig.suptitle(title or (f"job {epochs[0].job_id}" if epochs else "job"))
     x = np.array(progress_of(epochs, samples_per_epoch), dtype=float)
     _loss_panel(ax_loss, x, epochs, target, fit, consecutive, max_epochs)
     _ws_panel(ax_ws, x, epochs)
-    _speed_panel(fig, ax_speed, epochs, speed, limits)
+    _speed_panel(fig, ax_speed, epochs, speed, limits, measured_before)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=100)
@@ -143,15 +145,15 @@ def _ws_panel(ax, x: np.ndarray, epochs: Sequence[EpochRecord]) -> None:
 
 
 def _speed_panel(fig, ax, epochs: Sequence[EpochRecord], speed: SpeedModel | None,
-                 limits: tuple[int, int] | None) -> None:
+                 limits: tuple[int, int] | None, before: Sequence[EpochRecord] = ()) -> None:
     ax.set_title("speed model f(w, s)" + (f": {speed.form}" if speed else ""))
     ax.set_xlabel("workers w")
     ax.set_ylabel("servers s")
     if speed is None:
         ax.text(0.5, 0.5, "no speed model yet", ha="center", va="center", transform=ax.transAxes)
         return
-    w_max = max([e.workers for e in epochs] + [1]) + 2   # a little past what was measured ...
-    s_max = max([e.servers for e in epochs] + [1]) + 1
+    w_max = max([e.workers for e in (*epochs, *before)] + [1]) + 2   # a little past what was measured ...
+    s_max = max([e.servers for e in (*epochs, *before)] + [1]) + 1
     if limits is not None:                                 # ... but not past what the job may run
         w_max, s_max = min(w_max, max(limits[0], 1)), min(s_max, max(limits[1], 1))
     grid = np.array([[speed.predict(w, s) for w in range(1, w_max + 1)] for s in range(1, s_max + 1)])
@@ -164,9 +166,12 @@ def _speed_panel(fig, ax, epochs: Sequence[EpochRecord], speed: SpeedModel | Non
             ax.text(w, s, f"{grid[s - 1, w - 1]:.0f}", ha="center", va="center", fontsize=7,
                     color="black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white")
     seen = {(e.workers, e.servers) for e in epochs}
-    if seen:
-        ws = sorted(seen)
-        ax.plot([w for w, _ in ws], [s for _, s in ws], "o", mfc="none", mec="red", ms=16, label="measured")
+    earlier = {(e.workers, e.servers) for e in before} - seen
+    for ws, marker, color, label in ((seen, "o", "red", "measured"), (earlier, "s", "orange", "measured by earlier jobs")):
+        if ws:
+            ax.plot([w for w, _ in sorted(ws)], [s for _, s in sorted(ws)], marker, mfc="none", mec=color, ms=16,
+                    label=label)
+    if seen or earlier:
         ax.legend(fontsize=7, loc="upper right")
     mape = "n/a" if speed.mape is None else f"{speed.mape:.1%}"
     ax.set_xlabel(f"workers w   (held-out MAPE {mape})")

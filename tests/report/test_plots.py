@@ -188,6 +188,27 @@ def test_plot_draws_the_earlier_run_the_eta_asked(tmp_path, monkeypatch):
     assert any(label.startswith("earlier run job0 at pace") for label in labels), labels
 
 
+@pytest.mark.parametrize(("batch", "marked"), [(64, True), (32, False)])
+def test_the_speed_panel_marks_what_earlier_jobs_measured(tmp_path, monkeypatch, batch: int, marked: bool):
+    """The surface is the one the job's planner used, earlier jobs' speeds included (`speeds_before`):
+    the configurations only they measured are marked apart; a job of another batch counts for nothing."""
+    from coach.state.store import Store
+
+    monkeypatch.setenv("COACH_HOME", str(tmp_path / "home"))
+    store = Store()
+    spec = {"model": {"name": "mlp"}, "dataset": {"name": "mnist-5k"}, "batch_size": 64, "consecutive": 3}
+    store.create_job("job0", "job", "x.yaml", dict(spec, batch_size=batch), 0.45, 1.0)
+    store.record_epoch(EpochRecord("job0", "training", 1, 3, 2, 2.0, 1.9, 1.0, 4000, 500.0, 0.01))
+    store.update_job("job0", status="succeeded")
+    store.create_job("job1", "job", "x.yaml", spec, 0.45, 1.0)
+    for r in records(6):
+        store.record_epoch(r)
+    speed_axes = _plot_command(tmp_path, monkeypatch).axes[2]
+    labels = [t.get_text() for t in speed_axes.get_legend().get_texts()]
+    assert labels == ["measured", "measured by earlier jobs"] if marked else ["measured"], labels
+    assert speed_axes.get_xlim()[1] == (5.5 if marked else 4.5)   # drawn past (3, 2) too
+
+
 def _plot_command(tmp_path, monkeypatch):
     """`coach plot job1`, run in-process; the figure it drew."""
     import typer
