@@ -99,7 +99,7 @@ def test_a_dynamic_jobs_tuning_trains_the_head_of_the_epoch_a_static_job_trains(
 def test_a_resubmitted_job_skips_tuning_and_plans_epoch_1_on_the_speeds_measured_before(tmp_path: Path,
                                                                                          coach_home: Path) -> None:
     """The second submission of a job finds the first's measured speeds (same model, data, batch,
-    resources, backend): it tunes nothing and its epoch 1 is a whole epoch on the configuration
+    resources, scheduler, backend): it tunes nothing and its epoch 1 is a whole epoch on the configuration
     the planner chose from them. Tuning trained epoch 1's head, so both runs of one seed learn
     the same: epoch 1 ends at the same loss. A job of another batch size tunes again."""
     first, again = (json.loads(run_coach("submit", str(write_job(tmp_path / f"{n}.yaml", name=n, **FAST_JOB)),
@@ -112,8 +112,8 @@ def test_a_resubmitted_job_skips_tuning_and_plans_epoch_1_on_the_speeds_measured
     assert after[0]["val_loss"] == pytest.approx(epoch1["val_loss"], rel=1e-6)
     events = json.loads(run_coach("events", again["job_id"], "--json", check=True).stdout)
     skipped = [e["message"] for e in events if e["kind"] == "tuning_skipped"]
-    assert skipped[0].endswith(f": measured by {first['job_id']}, earlier job(s) of the same model, data, batch "
-                               "and resources on this backend"), skipped
+    assert skipped[0].endswith(f": measured by {first['job_id']}, earlier job(s) of the same model, data, batch, "
+                               "resources and scheduler on this backend"), skipped
     # (1, 2), if the first job skipped it, is skipped for the reason it was, from what that job measured
     assert all(m.startswith("(1, 2): a server more did not speed up 2 workers") for m in skipped[1:]), skipped
     assert any(e["kind"] == "plan" and e["message"].startswith("epoch 1: ") for e in events), events
