@@ -82,8 +82,8 @@ def main() -> None:
             short += [f"seed {r} {label}" for label, x in results.items() if x["status"] != "succeeded"]
             for label in labels:
                 x = results[label]
-                print(f"round {r + 1} {label:<12}: {x['wall_s']:6.1f} s  {x['status']}  {x['tuned']} tuning mini-epochs, "
-                      f"{x['epochs']} training epochs on {x['ws']}  spent {x['spent']:.4g}")
+                print(f"round {r + 1} {label:<12}: {x['wall_s']:6.1f} s  {x['status']}  {x['tuned']} tuning "
+                      f"mini-epochs, {x['epochs']} training epochs on {x['ws']}  spent {x['spent']:.4g}")
             print(f"round {r + 1} (seed {r}) dynamic/static: first submission {ratios['dynamic'][-1]:.3f}, "
                   f"resubmitted {ratios['resubmitted'][-1]:.3f}; static again/static: {noise[-1]:.3f}")
     spread = max(abs(n - 1) for n in noise)

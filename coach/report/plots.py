@@ -167,7 +167,8 @@ def _speed_panel(fig, ax, epochs: Sequence[EpochRecord], speed: SpeedModel | Non
                     color="black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white")
     seen = {(e.workers, e.servers) for e in epochs}
     earlier = {(e.workers, e.servers) for e in before} - seen
-    for ws, marker, color, label in ((seen, "o", "red", "measured"), (earlier, "s", "orange", "measured by earlier jobs")):
+    marks = ((seen, "o", "red", "measured"), (earlier, "s", "orange", "measured by earlier jobs"))
+    for ws, marker, color, label in marks:
         if ws:
             ax.plot([w for w, _ in sorted(ws)], [s for _, s in sorted(ws)], marker, mfc="none", mec=color, ms=16,
                     label=label)
