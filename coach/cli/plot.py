@@ -39,7 +39,7 @@ def plot(job_id: str = typer.Argument(..., metavar="JOB"),
         raise StateError(f"{store.path}: job {job.job_id}: spec_json: cannot be read back ({type(e).__name__}: "
                          f"{e}); the row was edited or damaged") from None
     earlier = [e.run for e in find_earlier(store, job, spec, n_train)]   # the runs the job's ETA asked
-    before = speeds_before(store, job, spec)[1]   # the speeds that its planner counted beside its own
+    before = speeds_before(store, job, spec)   # the speeds that its planner counted beside its own
     fit, speed = fit_history(epochs, batch, n_train, earlier=earlier, measured_before=before)
     try:
         path = plot_job(output, epochs, job.target_loss, fit, speed, consecutive=consecutive,

@@ -71,10 +71,11 @@ def find_earlier(store: Store, job: JobRecord, spec: Mapping[str, Any],
     return found
 
 
-def speeds_before(store: Store, job: JobRecord, spec: Mapping[str, Any]) -> tuple[list[str], list[EpochRecord]]:
-    """(ids, measured epochs) of earlier jobs on `job`'s backend that train at its speed
+def speeds_before(store: Store, job: JobRecord, spec: Mapping[str, Any]) -> list[EpochRecord]:
+    """The measured epochs of earlier jobs on `job`'s backend that train at its speed
     (`same_speed`: model, data, batch, resources, scheduler): for each (w, s), the epochs of the
-    newest SPEED_JOBS jobs that measured it, recorded before `job` was submitted. A data
+    newest SPEED_JOBS jobs that measured it, recorded before `job` was submitted, newest job
+    first. A data
     scientist resubmits the same job with another seed, target or learning rate: tuning it again
     measured what the store already knew, about 5 s of a 30 s lenet-mnist job.
 
@@ -82,7 +83,6 @@ def speeds_before(store: Store, job: JobRecord, spec: Mapping[str, Any]) -> tupl
     on, so three resubmissions would otherwise push the one job that tuned out of the window,
     and the next tuned again. Only what was recorded before the submission counts, so the job
     loop, its resumption and `coach plot` find the same epochs without storing their ids."""
-    ids: list[str] = []
     epochs: list[EpochRecord] = []
     jobs_of: dict[tuple[int, int], set[str]] = {}
     for other in reversed(store.jobs()):   # newest first
@@ -96,16 +96,12 @@ def speeds_before(store: Store, job: JobRecord, spec: Mapping[str, Any]) -> tupl
                         and e.finished_at <= job.created_at]
         except StateError:   # its epochs edited or damaged: it says nothing
             continue
-        taken = []
         for e in measured:
             seen = jobs_of.setdefault((e.workers, e.servers), set())   # jobs that measured (w, s), newer first
             if other.job_id in seen or len(seen) < SPEED_JOBS:
                 seen.add(other.job_id)
-                taken.append(e)
-        if taken:
-            ids.append(other.job_id)
-            epochs += taken
-    return ids, epochs
+                epochs.append(e)
+    return epochs
 
 
 def describe(found: list[Earlier]) -> str:

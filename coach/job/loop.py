@@ -150,6 +150,11 @@ def _rates(records: list[EpochRecord]) -> dict[tuple[int, int], float]:
     return {c: weighted_median(v) for c, v in groups.items()}
 
 
+def _jobs_of(records: list[EpochRecord], configs: list[tuple[int, int]]) -> str:
+    """The jobs whose `records` measured any of `configs`, in the records' order."""
+    return ", ".join(dict.fromkeys(r.job_id for r in records if (r.workers, r.servers) in configs))
+
+
 def _known_not_to_help(records: list[EpochRecord], w: int, s: int) -> str | None:
     """Why tuning (w, s) would teach nothing, or None, from what `records` measured (the job's
     own mini-epochs, and earlier jobs' epochs: `speeds_before`).
@@ -181,7 +186,7 @@ class JobLoop:
                             f"{self.spec.dataset['name']}: every epoch would be a single step")
         self._fit_cache: tuple | None = None
         self._earlier: list[EarlierRun] = []   # earlier runs of the same model and data, found when the job starts
-        self._before: tuple[list[str], list[EpochRecord]] = ([], [])   # earlier jobs' speeds (`speeds_before`)
+        self._before: list[EpochRecord] = []   # earlier jobs' measured epochs (`speeds_before`)
         self._eta: tuple | None = None   # (records it was computed from, Eta | None)
         self._started = time.time()   # this run's epochs: the gaps of a stop and resume are no wait
 
@@ -276,7 +281,7 @@ class JobLoop:
         """Fit once per recorded epoch: a fit costs seconds that would otherwise delay every epoch."""
         if self._fit_cache is None or self._fit_cache[0] != len(history):
             self._fit_cache = (len(history), *fit_history(history, self.spec.batch_size, self.n_train,
-                                                          earlier=self._earlier, measured_before=self._before[1]))
+                                                          earlier=self._earlier, measured_before=self._before))
         return self._fit_cache[1], self._fit_cache[2]
 
     def _epoch_seconds(self, history: list[EpochRecord], speed, w: int, s: int,
@@ -287,19 +292,19 @@ class JobLoop:
         first epoch's held every replica's `import mxnet`, which warm replicas do not repeat, and
         a static job's second epoch was predicted at 16 s (others waiting for its cores were told
         so) where it took 1 s."""
-        measured = history or self._before[1]   # before its first epoch, earlier jobs' overhead
+        measured = history or self._before   # before its first epoch, earlier jobs' overhead
         if speed is None or not measured:
             return None
         return speed.epoch_seconds(w, s, samples or self.n_train) + _median(_overheads(measured))
 
     def _charged_overhead(self, history: list[EpochRecord]) -> float:
         """An epoch's charged seconds beyond its training, what the budget is judged on. Before
-        the job's first epoch, earlier jobs' wall-clock overhead (their prices may differ from
-        its own, so their charges do not convert; a record's wall time holds no import since
-        session 27, and is about what was charged)."""
+        the job's first epoch, earlier jobs' wall-clock overhead: their charges are in their own
+        prices, and since session 27 a record's wall time holds no `import mxnet`, so it is about
+        what was charged (an older record's is not, and can inflate it)."""
         if history:
             return _median(_charged_overheads(history, self.spec))
-        return _median(_overheads(self._before[1]))
+        return _median(_overheads(self._before))
 
     def _streak(self, history: list[EpochRecord]) -> int:
         return streak_of(history, self.spec.target_loss)
@@ -462,7 +467,7 @@ class JobLoop:
                                                  alloc.workers, alloc.servers)
                 if predicted is not None and predicted > left:
                     return self._budget_exhausted(left, predicted)
-                if history or demand.speed is not None:   # epoch 1 planned on earlier jobs' speeds too
+                if history or (demand.speed is not None and demand.static is None):   # on earlier jobs' speeds
                     self._event("plan", f"epoch {epoch + 1}: ({alloc.workers}, {alloc.servers}): {alloc.reason}")
                 epoch += 1
                 history.append(self._execute("training", epoch, alloc.workers, alloc.servers, None, history,
@@ -489,13 +494,13 @@ class JobLoop:
             self._event("tuning_skipped", f"{', '.join(map(str, configs))}: this job's tuning began under an older "
                         "Coach, on samples of its own; training goes on from what it measured")
             return None
-        ids, before = self._before
+        before = self._before
         if known := [c for c in configs if c in {(r.workers, r.servers) for r in before}]:
-            self._event("tuning_skipped", f"{', '.join(map(str, known))}: measured by {', '.join(ids)}, earlier "
-                        "job(s) of the same model, data, batch, resources and scheduler on this backend")
+            self._event("tuning_skipped", f"{', '.join(map(str, known))}: measured by {_jobs_of(before, known)}, "
+                        "earlier job(s) of the same model, data, batch, resources and scheduler on this backend")
         for c in configs:   # what they measured can also tell now that a configuration would not help
             if before and c not in known and (why := _known_not_to_help([*before, *history], *c)) is not None:
-                self._event("tuning_skipped", f"{c}: {why} (measured by {', '.join(ids)})")
+                self._event("tuning_skipped", f"{c}: {why} (measured by earlier jobs)")
                 known.append(c)
         if not (configs := [c for c in configs if c not in known]):
             return None

@@ -300,7 +300,7 @@ class Store:
         """The readable jobs, oldest first, and why each job whose row was edited or damaged
         cannot be read: one such row must not hide the other jobs from `coach status`."""
         with self._connect() as c:
-            rows = c.execute(_JOB_QUERY + " ORDER BY created_at").fetchall()
+            rows = c.execute(_JOB_QUERY + " ORDER BY created_at, jobs.rowid").fetchall()
         jobs, problems = [], []
         for r in rows:
             try:

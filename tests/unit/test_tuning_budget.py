@@ -204,16 +204,19 @@ MEASURED = "earlier job(s) of the same model, data, batch, resources and schedul
     pytest.param([{(1, 1): 500.0, (2, 1): 1000.0, (2, 2): 1000.0}],
                  [f"(1, 1), (2, 1), (2, 2): measured by j-0, {MEASURED}",
                   "(1, 2): a server more did not speed up 2 workers (1000 → 1000 samples/s, +0.0%; faster counts "
-                  "from +5%), so it will not speed up 1 (measured by j-0)"], id="known-not-to-help"),
+                  "from +5%), so it will not speed up 1 (measured by earlier jobs)"], id="known-not-to-help"),
     # three resubmissions trained on (2, 1) only: the job that tuned still counts for the others
     pytest.param([{(1, 1): 500.0, (2, 1): 1000.0, (2, 2): 1500.0, (1, 2): 600.0}] + [{(2, 1): 1000.0}] * 3,
                  [f"(1, 1), (2, 1), (2, 2), (1, 2): measured by j-3, j-2, j-1, j-0, {MEASURED}"],
                  id="a-chain-of-resubmissions"),
+    # a job that ran only a configuration beyond this one's max_workers is not named
+    pytest.param([{(1, 1): 500.0, (2, 1): 1000.0, (2, 2): 1500.0, (1, 2): 600.0}, {(3, 1): 1200.0}],
+                 [f"(1, 1), (2, 1), (2, 2), (1, 2): measured by j-0, {MEASURED}"], id="only-who-measured-them"),
     # jobs disagree on (2, 2): their median decides, not the oldest, which tuned (and would tune (1, 2))
     pytest.param([{(1, 1): 500.0, (2, 1): 1000.0, (2, 2): 1500.0}, {(2, 2): 1000.0}, {(2, 2): 1020.0}],
                  [f"(1, 1), (2, 1), (2, 2): measured by j-2, j-1, j-0, {MEASURED}",
                   "(1, 2): a server more did not speed up 2 workers (1000 → 1020 samples/s, +2.0%; faster counts "
-                  "from +5%), so it will not speed up 1 (measured by j-2, j-1, j-0)"], id="the-median-decides"),
+                  "from +5%), so it will not speed up 1 (measured by earlier jobs)"], id="the-median-decides"),
 ])
 def test_a_resubmitted_job_skips_tuning_what_earlier_jobs_measured(tmp_path: Path, coach_home: Path,
                                                                    earlier: list[dict], said: list[str]) -> None:
