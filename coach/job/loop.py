@@ -140,12 +140,15 @@ def _mini_epoch_cost(history: list[EpochRecord], w: int, s: int, spec: JobSpec) 
     return epoch_cost(w, s, spec.resources, last.samples / last.samples_per_s + start_up, spec.prices)
 
 
-def _rates(records: list[EpochRecord]) -> dict[tuple[int, int], float]:
-    """Each configuration's measured samples/s, reduced as the speed model reduces them: the
-    median weighted by the samples each record measured (the newest job's need not win)."""
+def _tuned_rates(records: list[EpochRecord]) -> dict[tuple[int, int], float]:
+    """Each configuration's samples/s as its tuning mini-epochs measured it, the median weighted
+    by their samples if several jobs tuned it (no one job's reading wins). Mini-epochs only: they
+    train equal data and compare with each other, whole epochs read lower (a lenet-mnist job's
+    (2, 1) mini-epoch 913, its 8 epochs' median 880), and a resubmission that compared (2, 2)'s
+    mini-epoch (942) with (2, 1)'s epochs saw a second server help, tuned (1, 2) and trained on it."""
     groups: dict[tuple[int, int], list[tuple[float, float]]] = {}
     for r in records:
-        if r.samples_per_s > 0:
+        if r.phase == "tuning" and r.samples_per_s > 0:
             groups.setdefault((r.workers, r.servers), []).append((r.samples_per_s, max(r.samples, 1)))
     return {c: weighted_median(v) for c, v in groups.items()}
 
@@ -156,14 +159,14 @@ def _jobs_of(records: list[EpochRecord], configs: list[tuple[int, int]]) -> str:
 
 
 def _known_not_to_help(records: list[EpochRecord], w: int, s: int) -> str | None:
-    """Why tuning (w, s) would teach nothing, or None, from what `records` measured (the job's
-    own mini-epochs, and earlier jobs' epochs: `speeds_before`).
+    """Why tuning (w, s) would teach nothing, or None, from the mini-epochs in `records` (the
+    job's own, and earlier jobs': `speeds_before`).
 
     A server's share of the push/pull traffic grows with the workers (Optimus' t2·w/s), so
     if going from s − 1 to s servers did not speed up more workers, it will not speed up w:
     the mini-epoch would only add its start-up overhead (about one second on 2 cores).
     """
-    rate = _rates(records)
+    rate = _tuned_rates(records)
     for (w2, s2), with_s in rate.items():
         fewer = rate.get((w2, s - 1))
         if w2 > w and s2 == s and fewer and 0 < with_s <= fewer * (1 + TUNING_NOISE):

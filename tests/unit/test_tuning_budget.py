@@ -197,29 +197,47 @@ def test_tuning_begun_by_an_older_coach_is_not_continued_on_epoch_1s_samples(tmp
 MEASURED = "earlier job(s) of the same model, data, batch, resources and scheduler on this backend"
 
 
+def tuned(rates: dict) -> list[tuple]:
+    """An earlier job's tuning mini-epochs: (phase, w, s, samples/s) each."""
+    return [("tuning", w, s, rate) for (w, s), rate in rates.items()]
+
+
+def trained(w: int, s: int, rate: float, epochs: int = 1) -> list[tuple]:
+    return [("training", w, s, rate)] * epochs
+
+
+ALL_FOUR = {(1, 1): 500.0, (2, 1): 1000.0, (2, 2): 1500.0, (1, 2): 600.0}
+
+
 @pytest.mark.parametrize(("earlier", "said"), [
-    pytest.param([{(1, 1): 500.0, (2, 1): 1000.0, (2, 2): 1500.0, (1, 2): 600.0}],
-                 [f"(1, 1), (2, 1), (2, 2), (1, 2): measured by j-0, {MEASURED}"], id="all-measured"),
+    pytest.param([tuned(ALL_FOUR)], [f"(1, 1), (2, 1), (2, 2), (1, 2): measured by j-0, {MEASURED}"],
+                 id="all-measured"),
     # the earlier job skipped (1, 2): a second server did not speed up two workers
-    pytest.param([{(1, 1): 500.0, (2, 1): 1000.0, (2, 2): 1000.0}],
+    pytest.param([tuned({(1, 1): 500.0, (2, 1): 1000.0, (2, 2): 1000.0})],
                  [f"(1, 1), (2, 1), (2, 2): measured by j-0, {MEASURED}",
                   "(1, 2): a server more did not speed up 2 workers (1000 → 1000 samples/s, +0.0%; faster counts "
                   "from +5%), so it will not speed up 1 (measured by earlier jobs)"], id="known-not-to-help"),
+    # judged on mini-epochs alone: (2, 1)'s whole epochs read lower (the demo's second run tuned (1, 2))
+    pytest.param([tuned({(1, 1): 734.0, (2, 1): 913.0, (2, 2): 942.0}) + trained(2, 1, 880.0, epochs=8)],
+                 [f"(1, 1), (2, 1), (2, 2): measured by j-0, {MEASURED}",
+                  "(1, 2): a server more did not speed up 2 workers (913 → 942 samples/s, +3.2%; faster counts "
+                  "from +5%), so it will not speed up 1 (measured by earlier jobs)"], id="mini-epochs-compared"),
     # three resubmissions trained on (2, 1) only: the job that tuned still counts for the others
-    pytest.param([{(1, 1): 500.0, (2, 1): 1000.0, (2, 2): 1500.0, (1, 2): 600.0}] + [{(2, 1): 1000.0}] * 3,
+    pytest.param([tuned(ALL_FOUR)] + [trained(2, 1, 1000.0)] * 3,
                  [f"(1, 1), (2, 1), (2, 2), (1, 2): measured by j-3, j-2, j-1, j-0, {MEASURED}"],
                  id="a-chain-of-resubmissions"),
     # a job that ran only a configuration beyond this one's max_workers is not named
-    pytest.param([{(1, 1): 500.0, (2, 1): 1000.0, (2, 2): 1500.0, (1, 2): 600.0}, {(3, 1): 1200.0}],
+    pytest.param([tuned(ALL_FOUR), trained(3, 1, 1200.0)],
                  [f"(1, 1), (2, 1), (2, 2), (1, 2): measured by j-0, {MEASURED}"], id="only-who-measured-them"),
     # jobs disagree on (2, 2): their median decides, not the oldest, which tuned (and would tune (1, 2))
-    pytest.param([{(1, 1): 500.0, (2, 1): 1000.0, (2, 2): 1500.0}, {(2, 2): 1000.0}, {(2, 2): 1020.0}],
+    pytest.param([tuned({(1, 1): 500.0, (2, 1): 1000.0, (2, 2): 1500.0}),
+                  tuned({(2, 1): 1000.0, (2, 2): 1000.0}), tuned({(2, 1): 1000.0, (2, 2): 1020.0})],
                  [f"(1, 1), (2, 1), (2, 2): measured by j-2, j-1, j-0, {MEASURED}",
                   "(1, 2): a server more did not speed up 2 workers (1000 → 1020 samples/s, +2.0%; faster counts "
                   "from +5%), so it will not speed up 1 (measured by earlier jobs)"], id="the-median-decides"),
 ])
 def test_a_resubmitted_job_skips_tuning_what_earlier_jobs_measured(tmp_path: Path, coach_home: Path,
-                                                                   earlier: list[dict], said: list[str]) -> None:
+                                                                   earlier: list[list], said: list[str]) -> None:
     """Earlier jobs of the same model, data, batch, resources and scheduler measured every
     tuning configuration, or what they measured shows that the rest would not help: the new job
     tunes none (the backend and coordinator, None here, are never asked), and its speed model is
@@ -232,13 +250,12 @@ def test_a_resubmitted_job_skips_tuning_what_earlier_jobs_measured(tmp_path: Pat
 
     spec = load_spec(write_job(tmp_path / "j.yaml", name="j", **FAST_JOB))
     store = Store()
-    for n, rates in enumerate(earlier):
+    for n, epochs in enumerate(earlier):
         store.create_job(f"j-{n}", "j", "j.yaml", asdict(spec), spec.target_loss, spec.budget)
-        for i, ((w, s), rate) in enumerate(rates.items(), start=1):
-            store.record_epoch(EpochRecord(job_id=f"j-{n}", phase="tuning" if len(rates) > 1 else "training",
-                                           epoch=i, workers=w, servers=s, train_loss=2.0, val_loss=1.9,
-                                           duration_s=1.0, samples=256, samples_per_s=rate, cost=0.001,
-                                           first_sample=256 * (i - 1)))
+        for i, (phase, w, s, rate) in enumerate(epochs, start=1):
+            store.record_epoch(EpochRecord(job_id=f"j-{n}", phase=phase, epoch=i, workers=w, servers=s,
+                                           train_loss=2.0, val_loss=1.9, duration_s=1.0, samples=256,
+                                           samples_per_s=rate, cost=0.001, first_sample=256 * (i - 1)))
         store.update_job(f"j-{n}", status="succeeded")
         time.sleep(0.01)   # distinct created_at
     store.create_job("j-new", "j", "j.yaml", asdict(spec), spec.target_loss, spec.budget)
