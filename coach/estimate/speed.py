@@ -27,7 +27,8 @@ grow a job past what its tuning tried.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Iterable, Sequence
+from typing import TypeVar
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -124,12 +125,12 @@ def fit_speed(samples: Sequence[SpeedSample]) -> SpeedModel:
 
 
 Point = tuple[int, int, float, float]
+K = TypeVar("K", bound=Hashable)
 
 
 def _aggregate(samples: Sequence[SpeedSample]) -> list[Point]:
     if not samples:
         raise EstimateError("no speed samples: run at least one (mini-)epoch first")
-    groups: dict[tuple[int, int, float], list[tuple[float, float]]] = {}
     for smp in samples:
         if smp.workers < 1 or smp.servers < 1 or smp.global_batch <= 0:
             raise EstimateError(f"invalid configuration in speed sample {smp}")
@@ -137,12 +138,21 @@ def _aggregate(samples: Sequence[SpeedSample]) -> list[Point]:
             raise EstimateError(f"throughput must be a positive number, got {smp.samples_per_s!r}")
         if not (math.isfinite(smp.weight) and smp.weight > 0):
             raise EstimateError(f"a speed sample's weight must be a positive number, got {smp.weight!r}")
-        groups.setdefault((int(smp.workers), int(smp.servers), float(smp.global_batch)), []).append(
-            (float(smp.samples_per_s), float(smp.weight)))
-    return [(w, s, m, weighted_median(v)) for (w, s, m), v in sorted(groups.items())]
+    rates = medians_by(((int(smp.workers), int(smp.servers), float(smp.global_batch)), float(smp.samples_per_s),
+                        float(smp.weight)) for smp in samples)
+    return [(w, s, m, rate) for (w, s, m), rate in sorted(rates.items())]
 
 
-def weighted_median(values: list[tuple[float, float]]) -> float:
+def medians_by(measured: Iterable[tuple[K, float, float]]) -> dict[K, float]:
+    """Each key's median of its (key, value, weight) measurements, weighted: how repeated
+    measurements of one configuration are reduced, here and by the job loop's tuning."""
+    groups: dict[K, list[tuple[float, float]]] = {}
+    for key, value, weight in measured:
+        groups.setdefault(key, []).append((value, weight))
+    return {key: _weighted_median(values) for key, values in groups.items()}
+
+
+def _weighted_median(values: list[tuple[float, float]]) -> float:
     """The value at half the total weight; midway between two values when half falls between
     them, so with equal weights it is the plain median."""
     ordered = sorted(values)

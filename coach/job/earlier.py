@@ -75,9 +75,8 @@ def speeds_before(store: Store, job: JobRecord, spec: Mapping[str, Any]) -> list
     """The measured epochs of earlier jobs on `job`'s backend that train at its speed
     (`same_speed`: model, data, batch, resources, scheduler): for each (w, s), the epochs of the
     newest SPEED_JOBS jobs that measured it, recorded before `job` was submitted, newest job
-    first. A data
-    scientist resubmits the same job with another seed, target or learning rate: tuning it again
-    measured what the store already knew, about 5 s of a 30 s lenet-mnist job.
+    first. A data scientist resubmits the same job with another seed, target or learning rate:
+    tuning it again measured what the store already knew, about 5 s of a 30 s lenet-mnist job.
 
     Per configuration, not per job: a resubmitted job trains on the one (w, s) it was planned
     on, so three resubmissions would otherwise push the one job that tuned out of the window,

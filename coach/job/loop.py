@@ -27,7 +27,7 @@ from coach.estimate import EarlierRun, Eta, epoch_budget, eta, measured_cost
 from coach.estimate.history import fit_history
 from coach.estimate.progress import progress_of, streak_of, tuned_ahead
 from coach.estimate.cost import epoch_cost
-from coach.estimate.speed import weighted_median
+from coach.estimate.speed import medians_by
 from coach.job.coordinator import Coordinator
 from coach.job.earlier import NONE_FOUND, describe, find_earlier, speeds_before
 from coach.job.epoch import Abandoned, EpochOutcome, EpochPlan, EpochRunner, abandoned
@@ -146,11 +146,8 @@ def _tuned_rates(records: list[EpochRecord]) -> dict[tuple[int, int], float]:
     train equal data and compare with each other, whole epochs read lower (a lenet-mnist job's
     (2, 1) mini-epoch 913, its 8 epochs' median 880), and a resubmission that compared (2, 2)'s
     mini-epoch (942) with (2, 1)'s epochs saw a second server help, tuned (1, 2) and trained on it."""
-    groups: dict[tuple[int, int], list[tuple[float, float]]] = {}
-    for r in records:
-        if r.phase == "tuning" and r.samples_per_s > 0:
-            groups.setdefault((r.workers, r.servers), []).append((r.samples_per_s, max(r.samples, 1)))
-    return {c: weighted_median(v) for c, v in groups.items()}
+    return medians_by(((r.workers, r.servers), r.samples_per_s, max(r.samples, 1)) for r in records
+                      if r.phase == "tuning" and r.samples_per_s > 0)
 
 
 def _jobs_of(records: list[EpochRecord], configs: list[tuple[int, int]]) -> str:
@@ -410,10 +407,12 @@ class JobLoop:
 
     def _find_earlier(self) -> None:
         """Earlier runs of the same model and data: the ETA's second opinion. Chosen once, when
-        the job first starts (a resumed job keeps them, and `coach plot` reads them)."""
-        job = self.store.job(self.run.job_id)
-        found = find_earlier(self.store, job, asdict(self.spec), self.n_train)
+        the job first starts (a resumed job keeps them, and `coach plot` reads them). And the
+        speeds that earlier jobs measured (`speeds_before`), found the same way each time."""
+        job, spec = self.store.job(self.run.job_id), asdict(self.spec)
+        found = find_earlier(self.store, job, spec, self.n_train)
         self._earlier = [e.run for e in found]
+        self._before = speeds_before(self.store, job, spec)
         ids = ",".join(e.job.job_id for e in found) or NONE_FOUND
         if job.earlier_job != ids:
             self.store.update_job(self.run.job_id, earlier_job=ids)
@@ -436,7 +435,6 @@ class JobLoop:
         spec, coord = self.spec, self.run.coordinator
         self._charge_abandoned()
         self._find_earlier()
-        self._before = speeds_before(self.store, self.store.job(self.run.job_id), asdict(spec))
         history = self._history()
         first = self._demand([])
         if (why := coord.never_fits(first)) is not None:
@@ -498,7 +496,8 @@ class JobLoop:
                         "Coach, on samples of its own; training goes on from what it measured")
             return None
         before = self._before
-        if known := [c for c in configs if c in {(r.workers, r.servers) for r in before}]:
+        measured = {(r.workers, r.servers) for r in before}
+        if known := [c for c in configs if c in measured]:
             self._event("tuning_skipped", f"{', '.join(map(str, known))}: measured by {_jobs_of(before, known)}, "
                         "earlier job(s) of the same model, data, batch, resources and scheduler on this backend")
         for c in configs:   # what they measured can also tell now that a configuration would not help
