@@ -27,7 +27,7 @@ def test_random_jobs_never_partial_never_stuck(workload: Workload) -> None:
     rng = random.Random(seed)
     print(f"stress seed {seed} (COACH_STRESS_SEED to replay)")
     workload.reset(nodes=NODES, cpu=str(CPU), memory="64Gi")
-    jobs: dict[str, tuple[int, int]] = {}        # job -> (size, min group), in arrival order
+    jobs: dict[str, tuple[int, int]] = {}        # job -> (size, min group), in arrival order (the queue's)
     born: dict[str, float] = {}
     serial = 0
 
@@ -56,12 +56,15 @@ def test_random_jobs_never_partial_never_stuck(workload: Workload) -> None:
             name = f"s{serial}"
             mg = rng.randint(3, 6)
             size = mg + rng.choice([0, 0, 1, 2])
-            jobs[name] = (size, mg)
             pods = workload.job_pods(name, size, mg, "coach-gang")
             rng.shuffle(pods)
-            batch.append(pods)
+            batch.append((name, size, mg, pods))
         rng.shuffle(batch)
-        workload.submit(interleave(batch) if rng.random() < 0.5 else [p for b in batch for p in b])
+        # the queue orders jobs by their first pod's arrival, which is the shuffled order, not
+        # the names' (s6 before s1: s1 fitting 5 free slots behind a starved s6 rightly waited)
+        jobs.update((name, (size, mg)) for name, size, mg, _ in batch)
+        groups = [pods for *_, pods in batch]
+        workload.submit(interleave(groups) if rng.random() < 0.5 else [p for g in groups for p in g])
         born.update((name, time.monotonic()) for name in jobs if name not in born)
         wait_for(lambda: not stuck(), 90, f"seed {seed} round {round_}: progress ({stuck()})")
         check(workload.settle())
