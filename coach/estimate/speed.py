@@ -72,14 +72,7 @@ class SpeedModel:
 
     def predict(self, workers: int, servers: int, global_batch: float | None = None) -> float:
         """Predicted samples/s with `workers` workers and `servers` servers."""
-        if workers < 1 or servers < 1:
-            raise EstimateError(f"need at least 1 worker and 1 server, got w={workers}, s={servers}")
-        if global_batch is not None:
-            m = float(global_batch)
-        elif self.batch_per_worker is not None:
-            m = self.batch_per_worker * workers
-        else:
-            m = self.global_batch
+        m = self._batch(workers, servers, global_batch)
         if self.form == "optimus":
             return max(_optimus(np.array(self.coef), workers, servers, m), MIN_THROUGHPUT)
         if self.form == "quadratic":
@@ -89,6 +82,22 @@ class SpeedModel:
     def epoch_seconds(self, workers: int, servers: int, samples_per_epoch: float) -> float:
         """Predicted wall seconds of one epoch of `samples_per_epoch` samples."""
         return samples_per_epoch / self.predict(workers, servers)
+
+    def measured(self, workers: int, servers: int) -> float | None:
+        """The samples/s (w, s) measured (the weighted median of its measurements, at the batch
+        `predict` would use), or None if it was not measured. The planner compares two measured
+        configurations on this: a fit of 5 coefficients to 4 tuning points, 10% off held out,
+        put (2, 1) 8.7% above (1, 1) where it measured 9.5%, and (2, 2), measured 22% above
+        (1, 1), was never reached."""
+        m = self._batch(workers, servers, None)
+        return next((v for w, s, pm, v in self.points if (w, s) == (workers, servers) and math.isclose(pm, m)), None)
+
+    def _batch(self, workers: int, servers: int, global_batch: float | None) -> float:
+        if workers < 1 or servers < 1:
+            raise EstimateError(f"need at least 1 worker and 1 server, got w={workers}, s={servers}")
+        if global_batch is not None:
+            return float(global_batch)
+        return self.batch_per_worker * workers if self.batch_per_worker is not None else self.global_batch
 
 
 def fit_speed(samples: Sequence[SpeedSample]) -> SpeedModel:

@@ -31,14 +31,13 @@ from coach.estimate.speed import medians_by
 from coach.job.coordinator import Coordinator
 from coach.job.earlier import NONE_FOUND, describe, find_earlier, speeds_before
 from coach.job.epoch import Abandoned, EpochOutcome, EpochPlan, EpochRunner, abandoned
-from coach.plan import Allocation, JobDemand, predicted_epoch_cost
+from coach.plan import MEASURED_GAIN, Allocation, JobDemand, predicted_epoch_cost
 from coach.spec import JobSpec
 from coach.state.records import EpochRecord
 from coach.state.store import Store
 
 
 TUNING_CONFIGS = ((1, 1), (2, 1), (2, 2), (1, 2))   # each step adds at most one function
-TUNING_NOISE = 0.05          # a configuration must be this much faster to count as faster
 TUNING_WAIT_S = 5.0          # a tuning config that does not fit soon is skipped, not waited for
 FIRST_DEADLINE_S = 900.0     # before anything is measured (the replicas' import is the deploy's, not the epoch's)
 TRAINING_SEED = 0
@@ -166,9 +165,9 @@ def _known_not_to_help(records: list[EpochRecord], w: int, s: int) -> str | None
     rate = _tuned_rates(records)
     for (w2, s2), with_s in rate.items():
         fewer = rate.get((w2, s - 1))
-        if w2 > w and s2 == s and fewer and 0 < with_s <= fewer * (1 + TUNING_NOISE):
+        if w2 > w and s2 == s and fewer and 0 < with_s <= fewer * (1 + MEASURED_GAIN):
             return (f"a server more did not speed up {w2} workers ({fewer:.0f} → {with_s:.0f} samples/s, "
-                    f"{with_s / fewer - 1:+.1%}; faster counts from +{TUNING_NOISE:.0%}), so it will not speed up {w}")
+                    f"{with_s / fewer - 1:+.1%}; faster counts from +{MEASURED_GAIN:.0%}), so it will not speed up {w}")
     return None
 
 

@@ -4,6 +4,7 @@ from coach.plan.packing import describe as describe_nodes
 from coach.plan.packing import packs
 from coach.plan.planner import (
     DEFAULT_RESOURCES,
+    MEASURED_GAIN,
     MIN_RELATIVE_GAIN,
     Allocation,
     JobDemand,
@@ -25,6 +26,7 @@ __all__ = [
     "describe_nodes",
     "packs",
     "DEFAULT_RESOURCES",
+    "MEASURED_GAIN",
     "MIN_RELATIVE_GAIN",
     "Allocation",
     "JobDemand",
