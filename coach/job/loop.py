@@ -37,7 +37,7 @@ from coach.state.records import EpochRecord
 from coach.state.store import Store
 
 
-TUNING_CONFIGS = ((1, 1), (2, 1), (2, 2), (1, 2))   # each step adds at most one function
+TUNING_CONFIGS = ((1, 1), (2, 1), (2, 2), (1, 2))   # each step adds at most one function; see tuning_configs
 TUNING_WAIT_S = 5.0          # a tuning config that does not fit soon is skipped, not waited for
 FIRST_DEADLINE_S = 900.0     # before anything is measured (the replicas' import is the deploy's, not the epoch's)
 TRAINING_SEED = 0
@@ -98,17 +98,26 @@ def _median(values: list[float]) -> float:
     return values[len(values) // 2] if values else 0.0
 
 
+def tuning_configs(spec: JobSpec) -> list[tuple[int, int]]:
+    """What tuning measures, in order, within the job's limits: (1, 1), (2, 1), (2, 2); (1, 2)
+    only for a job that cannot have two workers. A second server is measured with two workers,
+    where its share of the push/pull traffic is larger (Optimus' t2·w/s); the speed model can
+    still take a job to (1, 2). Measuring it too cost a start-up (about 1.2 s) in the runs
+    where it was measured, and it was never chosen there."""
+    allowed = [(w, s) for w, s in TUNING_CONFIGS if w <= spec.max_workers and s <= spec.max_servers]
+    return [c for c in allowed if c != (1, 2) or (2, 2) not in allowed]
+
+
 def tuning_chunk(spec: JobSpec, n_train: int) -> int:
     """Samples per tuning mini-epoch: at most `tuning_samples`, and at most one share of
-    training epoch 1 per configuration tuned, leaving that epoch a share of its own; whole
-    global batches, so that each step is one of a static job's epoch 1 (`shard_steps`).
+    training epoch 1 per configuration tuned (the last one trains the rest of it: `JobLoop._tune`);
+    whole global batches, so that each step is one of a static job's epoch 1 (`shard_steps`).
 
     Tuning on a permutation of its own, as Coach did until 2026-11-26, trained 4,096 samples
     more than a static job on LeNet/mnist-5k (an extra epoch), on other samples: the two
     trajectories parted from the first step, and whether dynamic or static (2, 2) finished first
     hung on which met the noisy target in a row first (dynamic/static 0.64–1.49 by seed)."""
-    shares = 1 + sum(w <= spec.max_workers and s <= spec.max_servers for w, s in TUNING_CONFIGS)
-    chunk = min(spec.tuning_samples, n_train // shares)
+    chunk = min(spec.tuning_samples, n_train // len(tuning_configs(spec)))
     return chunk - chunk % spec.batch_size if chunk >= spec.batch_size else chunk
 
 
@@ -440,7 +449,8 @@ class JobLoop:
             whole = coord.capacity.whole
             return self._finish("failed", f"the job does not fit the backend's capacity "
                                 f"({whole.cpu:g} cores, {whole.memory_gib:g} GiB): {why}")
-        if (ended := self._tune(history)) is not None:
+        ended, measure = self._tune(history)
+        if ended is not None:
             return ended
         epoch = len([r for r in history if r.phase == "training"])
         while True:
@@ -457,43 +467,62 @@ class JobLoop:
             if left <= 0:
                 return self._budget_exhausted(left)
             demand = self._demand(history)
+            if measure:   # the last configuration tuning measures trains the rest of epoch 1
+                demand = replace(demand, static=measure)
             head = tuned_head(history) if epoch == 0 else 0   # epoch 1 trains what tuning left of it
             alloc = self._acquire(demand, epoch_s=lambda w, s: self._epoch_seconds(history, demand.speed, w, s,
-                                                                                   self.n_train - head))
+                                                                                   self.n_train - head),
+                                  timeout_s=TUNING_WAIT_S if measure and head else None)
+            if alloc is None and measure and not self._stop_requested():
+                self._event("tuning_skipped", f"{measure} did not fit the free capacity in time; "
+                            "epoch 1 is planned on what tuning measured")
+                measure = None
+                continue
             if alloc is None:
                 return self._finish("stopped", f"stopped by request while waiting for capacity (epoch {epoch})")
             try:
                 predicted = predicted_epoch_cost(replace(demand, samples_per_epoch=float(self.n_train - head)),
                                                  alloc.workers, alloc.servers)
+                if predicted is not None and predicted > left and measure:
+                    self._event("tuning_skipped", f"{measure}: training the rest of epoch 1 on it is predicted "
+                                f"to cost {predicted:.3g}, {left:.3g} of the budget is left")
+                    measure = None
+                    continue
                 if predicted is not None and predicted > left:
                     return self._budget_exhausted(left, predicted)
-                if history or (demand.speed is not None and demand.static is None):   # on earlier jobs' speeds
+                if measure:
+                    rest = "the rest of epoch 1" if head else "epoch 1"
+                    self._event("plan", f"epoch 1: {measure}: the last configuration tuning measures, on {rest} "
+                                "(a start-up fewer than a mini-epoch of its own)")
+                elif history or (demand.speed is not None and demand.static is None):   # on earlier jobs' speeds
                     self._event("plan", f"epoch {epoch + 1}: ({alloc.workers}, {alloc.servers}): {alloc.reason}")
                 epoch += 1
                 history.append(self._execute("training", epoch, alloc.workers, alloc.servers, None, history,
                                              first=head if self.n_train - head >= alloc.workers else 0))
             finally:
                 self._epoch_over()
+            measure = None
             last = history[-1]   # predicted with the cores released (where functions give them back)
             self._update_eta(history, alloc.workers, alloc.servers, val_loss=last.val_loss,
                              val_epoch=f"training {last.epoch}")
 
-    def _tune(self, history: list[EpochRecord]) -> str | None:
+    def _tune(self, history: list[EpochRecord]) -> tuple[str | None, tuple[int, int] | None]:
         """Tuning mini-epochs on the configurations that neither the job nor earlier jobs of its
-        speed (`speeds_before`) measured (appended to `history`); the job's final status if it
-        ended meanwhile (a stop), else None."""
+        speed (`speeds_before`) measured (appended to `history`), but the last, which the loop
+        runs on the rest of epoch 1 (returned second): a start-up fewer, and a mini-epoch of its
+        own was followed by another start-up anyway. First the job's final status if it ended
+        meanwhile (a stop), else None."""
         spec, coord = self.spec, self.run.coordinator
         tuned = {(r.workers, r.servers) for r in history if r.phase == "tuning"}
         chunk = tuning_chunk(spec, self.n_train)
-        configs = [(w, s) for w, s in TUNING_CONFIGS
-                   if w <= min(spec.max_workers, chunk) and s <= spec.max_servers and (w, s) not in tuned]
+        configs = [(w, s) for w, s in tuning_configs(spec) if w <= chunk and (w, s) not in tuned]
         # a job stopped during tuning resumes it where it stopped; once training, tuning is over
         if spec.allocation != "dynamic" or not configs or any(r.phase == "training" for r in history):
-            return None
+            return None, None
         if tuned_ahead(history):
             self._event("tuning_skipped", f"{', '.join(map(str, configs))}: this job's tuning began under an older "
                         "Coach, on samples of its own; training goes on from what it measured")
-            return None
+            return None, None
         before = self._before
         measured = {(r.workers, r.servers) for r in before}
         if known := [c for c in configs if c in measured]:
@@ -504,7 +533,7 @@ class JobLoop:
                 self._event("tuning_skipped", f"{c}: {why} (measured by earlier jobs)")
                 known.append(c)
         if not (configs := [c for c in configs if c not in known]):
-            return None
+            return None, None
         def demand(w: int, s: int) -> JobDemand:
             return JobDemand(job_id=self.run.job_id, speed=None, remaining_epochs=None,
                              samples_per_epoch=float(self.n_train), static=(w, s),
@@ -517,7 +546,7 @@ class JobLoop:
             else:
                 self._event("tuning_skipped", f"({w}, {s}): it never fits the backend: {why}")
         if not (configs := fitting):
-            return None
+            return None, None
         # start every function tuning will use at once, so that they import MXNet side by side
         # instead of a cold replica delaying each later mini-epoch (scaled-down replicas stay warm)
         ahead: tuple[int, int] | None = (max(w for w, _ in configs), max(s for _, s in configs))
@@ -549,9 +578,9 @@ class JobLoop:
         keep = group if kept else {}
         for i, (w, s) in enumerate(configs):
             if self._stop_requested():
-                return self._finish("stopped", "stopped by request during tuning")
-            left = self._budget_left()
-            predicted = _mini_epoch_cost(history, w, s, spec)
+                return self._finish("stopped", "stopped by request during tuning"), None
+            left, last = self._budget_left(), i == len(configs) - 1
+            predicted = None if last else _mini_epoch_cost(history, w, s, spec)   # the loop checks the last's
             if predicted is not None and predicted > left:   # said even when nothing is left: why tuning ended
                 rest = f"{left:.3g} of the budget is left" if left > 0 else "the budget is spent"
                 self._event("tuning_skipped", f"({w}, {s}) and the rest: a mini-epoch is predicted to cost "
@@ -565,6 +594,8 @@ class JobLoop:
             if i > 0 and (why := coord.never_fits(demand(w, s), now=True)) is not None:   # not when Coach's jobs leave
                 self._event("tuning_skipped", f"({w}, {s}): other work on the cluster holds the room it needs: {why}")
                 continue
+            if last:
+                return None, (w, s)
             # a mini-epoch lasts about as long as the previous one: others' expected wait
             last_s = lambda w, s: history[-1].duration_s if history else None
             held, alloc = (max(w, keep.get("worker", 0)), max(s, keep.get("server", 0))), None
@@ -573,7 +604,7 @@ class JobLoop:
             if alloc is None:
                 alloc = self._acquire(demand(w, s), epoch_s=last_s, timeout_s=None if i == 0 else TUNING_WAIT_S)
             if alloc is None and self._stop_requested():
-                return self._finish("stopped", "stopped by request during tuning")
+                return self._finish("stopped", "stopped by request during tuning"), None
             if alloc is None:
                 self._event("tuning_skipped", f"({w}, {s}) did not fit the free capacity in time")
                 continue
@@ -583,7 +614,7 @@ class JobLoop:
                                              keep=keep, first=tuned_head(history)))
             finally:
                 self._epoch_over()
-        return None
+        return None, None
 
     # -- capacity --------------------------------------------------------------------------
     def _acquire(self, demand: JobDemand, epoch_s: Callable[[int, int], float | None],

@@ -149,16 +149,20 @@ def test_the_eta_counts_each_epoch_with_its_overhead_and_the_time_between_epochs
     ("fields", "n_train", "chunk"),
     [
         pytest.param({}, 1438, 256, id="tuning_samples-fits"),
-        # mnist-5k with four configurations: 4000 // 5 = 800 → whole batches of 64
-        pytest.param(dict(dataset="mnist-5k", batch_size=64, tuning_samples=1024, max_workers=4), 4000, 768,
+        # mnist-5k, (1, 1), (2, 1) and (2, 2): 4000 // 3 = 1333 → whole batches of 64
+        pytest.param(dict(dataset="mnist-5k", batch_size=64, tuning_samples=2048, max_workers=4), 4000, 1280,
                      id="a-share-of-epoch-1"),
-        # (1, 1) and (2, 1) only: three shares
-        pytest.param(dict(max_servers=1, tuning_samples=1024), 1438, 448, id="fewer-configurations"),
+        # (1, 1) and (2, 1) only: two shares
+        pytest.param(dict(max_servers=1, tuning_samples=1024), 1438, 704, id="fewer-configurations"),
+        # one worker: (1, 1) and (1, 2)
+        pytest.param(dict(max_workers=1, tuning_samples=1024), 1438, 704, id="one-worker"),
+        # (1, 1) alone: epoch 1 is its own
+        pytest.param(dict(max_workers=1, max_servers=1, tuning_samples=2048), 1438, 1408, id="one-configuration"),
         # less than a batch per share: the share itself (each step of it is then a short one)
-        pytest.param(dict(dataset="synthetic", batch_size=64, tuning_samples=64), 200, 40, id="below-a-batch"),
+        pytest.param(dict(dataset="synthetic", batch_size=64, tuning_samples=64), 150, 50, id="below-a-batch"),
     ],
 )
-def test_tuning_leaves_training_epoch_1_a_share_in_whole_batches(tmp_path: Path, fields: dict, n_train: int,
+def test_tuning_gives_each_configuration_a_share_of_epoch_1_in_whole_batches(tmp_path: Path, fields: dict, n_train: int,
                                                                  chunk: int) -> None:
     spec = load_spec(write_job(tmp_path / "j.yaml", name="j", **dict(FAST_JOB, **fields)))
     assert tuning_chunk(spec, n_train) == chunk
@@ -188,10 +192,10 @@ def test_tuning_begun_by_an_older_coach_is_not_continued_on_epoch_1s_samples(tmp
     loop = JobLoop(JobRun(spec, "j-000000", store, backend=None, coordinator=None, work_dir=tmp_path))  # type: ignore[arg-type]
     history = [EpochRecord(job_id="j-000000", phase="tuning", epoch=1, workers=1, servers=1, train_loss=2.0,
                            val_loss=1.9, duration_s=1.0, samples=1024, samples_per_s=900.0, cost=0.001)]
-    assert loop._tune(history) is None
+    assert loop._tune(history) == (None, None)
     assert len(history) == 1
     [event] = [e for e in store.events("j-000000") if e["kind"] == "tuning_skipped"]
-    assert event["message"].startswith("(2, 1), (2, 2), (1, 2): this job's tuning began under an older Coach")
+    assert event["message"].startswith("(2, 1), (2, 2): this job's tuning began under an older Coach")
 
 
 MEASURED = "earlier job(s) of the same model, data, batch, resources and scheduler on this backend"
@@ -206,37 +210,37 @@ def trained(w: int, s: int, rate: float, epochs: int = 1) -> list[tuple]:
     return [("training", w, s, rate)] * epochs
 
 
-ALL_FOUR = {(1, 1): 500.0, (2, 1): 1000.0, (2, 2): 1500.0, (1, 2): 600.0}
+ALL_THREE = {(1, 1): 500.0, (2, 1): 1000.0, (2, 2): 1500.0}
+ONE_WORKER = dict(max_workers=1)   # tunes (1, 1) and (1, 2), which earlier jobs' (2, 1) and (2, 2) can rule out
 
 
-@pytest.mark.parametrize(("earlier", "said"), [
-    pytest.param([tuned(ALL_FOUR)], [f"(1, 1), (2, 1), (2, 2), (1, 2): measured by j-0, {MEASURED}"],
-                 id="all-measured"),
-    # the earlier job skipped (1, 2): a second server did not speed up two workers
-    pytest.param([tuned({(1, 1): 500.0, (2, 1): 1000.0, (2, 2): 1000.0})],
-                 [f"(1, 1), (2, 1), (2, 2): measured by j-0, {MEASURED}",
+@pytest.mark.parametrize(("fields", "earlier", "said"), [
+    pytest.param({}, [tuned(ALL_THREE)], [f"(1, 1), (2, 1), (2, 2): measured by j-0, {MEASURED}"], id="all-measured"),
+    # a second server did not speed up two workers
+    pytest.param(ONE_WORKER, [tuned({(1, 1): 500.0, (2, 1): 1000.0, (2, 2): 1000.0})],
+                 [f"(1, 1): measured by j-0, {MEASURED}",
                   "(1, 2): a server more did not speed up 2 workers (1000 → 1000 samples/s, +0.0%; faster counts "
                   "from +5%), so it will not speed up 1 (measured by earlier jobs)"], id="known-not-to-help"),
     # judged on mini-epochs alone: (2, 1)'s whole epochs read lower (the demo's second run tuned (1, 2))
-    pytest.param([tuned({(1, 1): 734.0, (2, 1): 913.0, (2, 2): 942.0}) + trained(2, 1, 880.0, epochs=8)],
-                 [f"(1, 1), (2, 1), (2, 2): measured by j-0, {MEASURED}",
+    pytest.param(ONE_WORKER, [tuned({(1, 1): 734.0, (2, 1): 913.0, (2, 2): 942.0}) + trained(2, 1, 880.0, epochs=8)],
+                 [f"(1, 1): measured by j-0, {MEASURED}",
                   "(1, 2): a server more did not speed up 2 workers (913 → 942 samples/s, +3.2%; faster counts "
                   "from +5%), so it will not speed up 1 (measured by earlier jobs)"], id="mini-epochs-compared"),
     # three resubmissions trained on (2, 1) only: the job that tuned still counts for the others
-    pytest.param([tuned(ALL_FOUR)] + [trained(2, 1, 1000.0)] * 3,
-                 [f"(1, 1), (2, 1), (2, 2), (1, 2): measured by j-3, j-2, j-1, j-0, {MEASURED}"],
+    pytest.param({}, [tuned(ALL_THREE)] + [trained(2, 1, 1000.0)] * 3,
+                 [f"(1, 1), (2, 1), (2, 2): measured by j-3, j-2, j-1, j-0, {MEASURED}"],
                  id="a-chain-of-resubmissions"),
     # a job that ran only a configuration beyond this one's max_workers is not named
-    pytest.param([tuned(ALL_FOUR), trained(3, 1, 1200.0)],
-                 [f"(1, 1), (2, 1), (2, 2), (1, 2): measured by j-0, {MEASURED}"], id="only-who-measured-them"),
+    pytest.param({}, [tuned(ALL_THREE), trained(3, 1, 1200.0)],
+                 [f"(1, 1), (2, 1), (2, 2): measured by j-0, {MEASURED}"], id="only-who-measured-them"),
     # jobs disagree on (2, 2): their median decides, not the oldest, which tuned (and would tune (1, 2))
-    pytest.param([tuned({(1, 1): 500.0, (2, 1): 1000.0, (2, 2): 1500.0}),
-                  tuned({(2, 1): 1000.0, (2, 2): 1000.0}), tuned({(2, 1): 1000.0, (2, 2): 1020.0})],
-                 [f"(1, 1), (2, 1), (2, 2): measured by j-2, j-1, j-0, {MEASURED}",
+    pytest.param(ONE_WORKER, [tuned(ALL_THREE), tuned({(2, 1): 1000.0, (2, 2): 1000.0}),
+                              tuned({(2, 1): 1000.0, (2, 2): 1020.0})],
+                 [f"(1, 1): measured by j-0, {MEASURED}",
                   "(1, 2): a server more did not speed up 2 workers (1000 → 1020 samples/s, +2.0%; faster counts "
                   "from +5%), so it will not speed up 1 (measured by earlier jobs)"], id="the-median-decides"),
 ])
-def test_a_resubmitted_job_skips_tuning_what_earlier_jobs_measured(tmp_path: Path, coach_home: Path,
+def test_a_resubmitted_job_skips_tuning_what_earlier_jobs_measured(tmp_path: Path, coach_home: Path, fields: dict,
                                                                    earlier: list[list], said: list[str]) -> None:
     """Earlier jobs of the same model, data, batch, resources and scheduler measured every
     tuning configuration, or what they measured shows that the rest would not help: the new job
@@ -248,7 +252,7 @@ def test_a_resubmitted_job_skips_tuning_what_earlier_jobs_measured(tmp_path: Pat
     from coach.job.loop import JobLoop, JobRun
     from coach.state.store import Store
 
-    spec = load_spec(write_job(tmp_path / "j.yaml", name="j", **FAST_JOB))
+    spec = load_spec(write_job(tmp_path / "j.yaml", name="j", **dict(FAST_JOB, **fields)))
     store = Store()
     for n, epochs in enumerate(earlier):
         store.create_job(f"j-{n}", "j", "j.yaml", asdict(spec), spec.target_loss, spec.budget)
@@ -268,6 +272,6 @@ def test_a_resubmitted_job_skips_tuning_what_earlier_jobs_measured(tmp_path: Pat
     assert loop._epoch_seconds([], speed, 1, 1) == pytest.approx(speed.epoch_seconds(1, 1, loop.n_train)
                                                                  + loop._charged_overhead([]))
     history: list[EpochRecord] = []
-    assert loop._tune(history) is None
+    assert loop._tune(history) == (None, None)
     assert history == []
     assert [e["message"] for e in store.events("j-new") if e["kind"] == "tuning_skipped"] == said
