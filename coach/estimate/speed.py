@@ -154,7 +154,7 @@ def _aggregate(samples: Sequence[SpeedSample]) -> list[Point]:
 
 def medians_by(measured: Iterable[tuple[K, float, float]]) -> dict[K, float]:
     """Each key's median of its (key, value, weight) measurements, weighted: how repeated
-    measurements of one configuration are reduced, here and by the job loop's tuning."""
+    measurements of one configuration are reduced."""
     groups: dict[K, list[tuple[float, float]]] = {}
     for key, value, weight in measured:
         groups.setdefault(key, []).append((value, weight))

@@ -83,6 +83,15 @@ class Coordinator:
               ) -> dict[str, Allocation | None]:
         return plan(demands, cpu, memory_gib, backfill, nodes=self.capacity.nodes)
 
+    def alone(self, job_id: str) -> bool:
+        """Whether no other job, of this run or of another `coach submit`, asks for or holds
+        capacity: a configuration forced on a job for most of an epoch (tuning's last, on the rest
+        of epoch 1) would take what their shares are."""
+        others = self._others()
+        with self._cond:
+            mine = (set(self._demands) | set(self._held)) - {job_id}
+        return not mine and all(d.job_id == job_id for _, d in others.demands) and others.holding <= {job_id}
+
     def holds(self, job_id: str) -> bool:
         """Whether the job holds a lease: from a grant until it is released."""
         with self._cond:

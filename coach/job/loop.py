@@ -1,7 +1,8 @@
 """One job from submission to a final status.
 
     tuning    mini-epochs of equal data on a few (w, s), so speeds are comparable; they train
-              the head of training epoch 1, so tuning changes when a job learns, not what
+              the head of training epoch 1, so tuning changes when a job learns, not what; the
+              last (w, s) it measures trains the rest of epoch 1 (alone on the capacity)
     training  plan (w, s) → run the epoch on the backend → record → stop rule
     final     succeeded | failed | budget_exhausted | max_epochs | stopped
 
@@ -27,11 +28,10 @@ from coach.estimate import EarlierRun, Eta, epoch_budget, eta, measured_cost
 from coach.estimate.history import fit_history
 from coach.estimate.progress import progress_of, streak_of, tuned_ahead
 from coach.estimate.cost import epoch_cost
-from coach.estimate.speed import medians_by
 from coach.job.coordinator import Coordinator
 from coach.job.earlier import NONE_FOUND, describe, find_earlier, speeds_before
 from coach.job.epoch import Abandoned, EpochOutcome, EpochPlan, EpochRunner, abandoned
-from coach.plan import MEASURED_GAIN, Allocation, JobDemand, predicted_epoch_cost
+from coach.plan import Allocation, JobDemand, predicted_epoch_cost
 from coach.spec import JobSpec
 from coach.state.records import EpochRecord
 from coach.state.store import Store
@@ -98,14 +98,19 @@ def _median(values: list[float]) -> float:
     return values[len(values) // 2] if values else 0.0
 
 
-def tuning_configs(spec: JobSpec) -> list[tuple[int, int]]:
-    """What tuning measures, in order, within the job's limits: (1, 1), (2, 1), (2, 2); (1, 2)
-    only for a job that cannot have two workers. A second server is measured with two workers,
-    where its share of the push/pull traffic is larger (Optimus' t2·w/s); the speed model can
-    still take a job to (1, 2). Measuring it too cost a start-up (about 1.2 s) in the runs
-    where it was measured, and it was never chosen there."""
-    allowed = [(w, s) for w, s in TUNING_CONFIGS if w <= spec.max_workers and s <= spec.max_servers]
-    return [c for c in allowed if c != (1, 2) or (2, 2) not in allowed]
+def tuning_configs(spec: JobSpec, usable: Callable[[tuple[int, int]], bool] = lambda c: True
+                   ) -> list[tuple[int, int]]:
+    """What tuning measures, in order, within the job's limits and `usable` (it fits the backend,
+    or was measured): (1, 1), (2, 1), (2, 2); (1, 2) only where (2, 2) cannot be. A second server
+    is measured with two workers, where its share of the push/pull traffic is larger (Optimus'
+    t2·w/s); the speed model can still take a job to (1, 2). Measuring it too cost a start-up
+    (about 1.2 s) in the runs where it was measured, and it was never chosen there."""
+    allowed: list[tuple[int, int]] = []
+    for w, s in TUNING_CONFIGS:   # (2, 2) before (1, 2): `usable` is not asked about (1, 2) after it
+        if w <= spec.max_workers and s <= spec.max_servers and ((w, s) != (1, 2) or (2, 2) not in allowed) \
+                and usable((w, s)):
+            allowed.append((w, s))
+    return allowed
 
 
 def tuning_chunk(spec: JobSpec, n_train: int) -> int:
@@ -148,36 +153,9 @@ def _mini_epoch_cost(history: list[EpochRecord], w: int, s: int, spec: JobSpec) 
     return epoch_cost(w, s, spec.resources, last.samples / last.samples_per_s + start_up, spec.prices)
 
 
-def _tuned_rates(records: list[EpochRecord]) -> dict[tuple[int, int], float]:
-    """Each configuration's samples/s as its tuning mini-epochs measured it, the median weighted
-    by their samples if several jobs tuned it (no one job's reading wins). Mini-epochs only: they
-    train equal data and compare with each other, whole epochs read lower (a lenet-mnist job's
-    (2, 1) mini-epoch 913, its 8 epochs' median 880), and a resubmission that compared (2, 2)'s
-    mini-epoch (942) with (2, 1)'s epochs saw a second server help, tuned (1, 2) and trained on it."""
-    return medians_by(((r.workers, r.servers), r.samples_per_s, max(r.samples, 1)) for r in records
-                      if r.phase == "tuning" and r.samples_per_s > 0)
-
-
 def _jobs_of(records: list[EpochRecord], configs: list[tuple[int, int]]) -> str:
     """The jobs whose `records` measured any of `configs`, in the records' order."""
     return ", ".join(dict.fromkeys(r.job_id for r in records if (r.workers, r.servers) in configs))
-
-
-def _known_not_to_help(records: list[EpochRecord], w: int, s: int) -> str | None:
-    """Why tuning (w, s) would teach nothing, or None, from the mini-epochs in `records` (the
-    job's own, and earlier jobs': `speeds_before`).
-
-    A server's share of the push/pull traffic grows with the workers (Optimus' t2·w/s), so
-    if going from s − 1 to s servers did not speed up more workers, it will not speed up w:
-    the mini-epoch would only add its start-up overhead (about one second on 2 cores).
-    """
-    rate = _tuned_rates(records)
-    for (w2, s2), with_s in rate.items():
-        fewer = rate.get((w2, s - 1))
-        if w2 > w and s2 == s and fewer and 0 < with_s <= fewer * (1 + MEASURED_GAIN):
-            return (f"a server more did not speed up {w2} workers ({fewer:.0f} → {with_s:.0f} samples/s, "
-                    f"{with_s / fewer - 1:+.1%}; faster counts from +{MEASURED_GAIN:.0%}), so it will not speed up {w}")
-    return None
 
 
 class JobLoop:
@@ -467,12 +445,12 @@ class JobLoop:
             if left <= 0:
                 return self._budget_exhausted(left)
             demand = self._demand(history)
-            if measure:   # the last configuration tuning measures trains the rest of epoch 1
-                demand = replace(demand, static=measure)
+            if measure:   # the last configuration tuning measures trains the rest of epoch 1: held for it alone
+                demand = replace(demand, static=measure, remaining_epochs=1.0)
             head = tuned_head(history) if epoch == 0 else 0   # epoch 1 trains what tuning left of it
             alloc = self._acquire(demand, epoch_s=lambda w, s: self._epoch_seconds(history, demand.speed, w, s,
                                                                                    self.n_train - head),
-                                  timeout_s=TUNING_WAIT_S if measure and head else None)
+                                  timeout_s=TUNING_WAIT_S if measure and demand.speed is not None else None)
             if alloc is None and measure and not self._stop_requested():
                 self._event("tuning_skipped", f"{measure} did not fit the free capacity in time; "
                             "epoch 1 is planned on what tuning measured")
@@ -483,17 +461,21 @@ class JobLoop:
             try:
                 predicted = predicted_epoch_cost(replace(demand, samples_per_epoch=float(self.n_train - head)),
                                                  alloc.workers, alloc.servers)
-                if predicted is not None and predicted > left and measure:
+                share = min(left, demand.epoch_budget if demand.epoch_budget is not None else left)
+                if predicted is not None and predicted > share and measure:   # the planner keeps within both
                     self._event("tuning_skipped", f"{measure}: training the rest of epoch 1 on it is predicted "
-                                f"to cost {predicted:.3g}, {left:.3g} of the budget is left")
+                                f"to cost {predicted:.3g}, above an epoch's share of the budget ({share:.3g}; "
+                                f"{left:.3g} of the budget is left)")
                     measure = None
                     continue
                 if predicted is not None and predicted > left:
                     return self._budget_exhausted(left, predicted)
-                if measure:
-                    rest = "the rest of epoch 1" if head else "epoch 1"
-                    self._event("plan", f"epoch 1: {measure}: the last configuration tuning measures, on {rest} "
-                                "(a start-up fewer than a mini-epoch of its own)")
+                if measure and head:
+                    self._event("plan", f"epoch 1: {measure}: the last configuration tuning measures, on the rest "
+                                "of epoch 1 (a start-up fewer than a mini-epoch of its own)")
+                elif measure:
+                    self._event("plan", f"epoch 1: {measure}: the only configuration left to measure, measured on "
+                                "a whole epoch")
                 elif history or (demand.speed is not None and demand.static is None):   # on earlier jobs' speeds
                     self._event("plan", f"epoch {epoch + 1}: ({alloc.workers}, {alloc.servers}): {alloc.reason}")
                 epoch += 1
@@ -513,39 +495,41 @@ class JobLoop:
         own was followed by another start-up anyway. First the job's final status if it ended
         meanwhile (a stop), else None."""
         spec, coord = self.spec, self.run.coordinator
+        # a job stopped during tuning resumes it where it stopped; once training, tuning is over
+        if spec.allocation != "dynamic" or any(r.phase == "training" for r in history):
+            return None, None
         tuned = {(r.workers, r.servers) for r in history if r.phase == "tuning"}
         chunk = tuning_chunk(spec, self.n_train)
-        configs = [(w, s) for w, s in tuning_configs(spec) if w <= chunk and (w, s) not in tuned]
-        # a job stopped during tuning resumes it where it stopped; once training, tuning is over
-        if spec.allocation != "dynamic" or not configs or any(r.phase == "training" for r in history):
-            return None, None
         if tuned_ahead(history):
-            self._event("tuning_skipped", f"{', '.join(map(str, configs))}: this job's tuning began under an older "
-                        "Coach, on samples of its own; training goes on from what it measured")
+            if left := [c for c in tuning_configs(spec, usable=lambda c: c[0] <= chunk) if c not in tuned]:
+                self._event("tuning_skipped", f"{', '.join(map(str, left))}: this job's tuning began under an older "
+                            "Coach, on samples of its own; training goes on from what it measured")
             return None, None
         before = self._before
         measured = {(r.workers, r.servers) for r in before}
-        if known := [c for c in configs if c in measured]:
-            self._event("tuning_skipped", f"{', '.join(map(str, known))}: measured by {_jobs_of(before, known)}, "
-                        "earlier job(s) of the same model, data, batch, resources and scheduler on this backend")
-        for c in configs:   # what they measured can also tell now that a configuration would not help
-            if before and c not in known and (why := _known_not_to_help([*before, *history], *c)) is not None:
-                self._event("tuning_skipped", f"{c}: {why} (measured by earlier jobs)")
-                known.append(c)
-        if not (configs := [c for c in configs if c not in known]):
-            return None, None
+
         def demand(w: int, s: int) -> JobDemand:
             return JobDemand(job_id=self.run.job_id, speed=None, remaining_epochs=None,
                              samples_per_epoch=float(self.n_train), static=(w, s),
                              resources=spec.resources, prices=spec.prices)
 
-        fitting = []
-        for w, s in configs:   # on a cluster a config can fit the cores in sum but not the nodes
-            if (why := coord.never_fits(demand(w, s))) is None:
-                fitting.append((w, s))
-            else:
-                self._event("tuning_skipped", f"({w}, {s}): it never fits the backend: {why}")
-        if not (configs := fitting):
+        never: dict[tuple[int, int], str] = {}   # on a cluster a configuration can fit the cores in sum but not the nodes
+
+        def usable(c: tuple[int, int]) -> bool:
+            if c[0] > chunk:
+                return False
+            if c not in tuned | measured and (why := coord.never_fits(demand(*c))) is not None:
+                never[c] = why
+            return c not in never
+
+        if not (configs := [c for c in tuning_configs(spec, usable) if c not in tuned]):
+            return None, None
+        if known := [c for c in configs if c in measured]:
+            self._event("tuning_skipped", f"{', '.join(map(str, known))}: measured by {_jobs_of(before, known)}, "
+                        "earlier job(s) of the same model, data, batch, resources and scheduler on this backend")
+        for c, why in never.items():
+            self._event("tuning_skipped", f"{c}: it never fits the backend: {why}")
+        if not (configs := [c for c in configs if c not in known]):
             return None, None
         # start every function tuning will use at once, so that they import MXNet side by side
         # instead of a cold replica delaying each later mini-epoch (scaled-down replicas stay warm)
@@ -587,14 +571,13 @@ class JobLoop:
                             f"{predicted:.3g}, {rest}")
                 break
             if left <= 0:
+                if last:   # said for the others above
+                    self._event("tuning_skipped", f"({w}, {s}): the budget is spent")
                 break
-            if (why := _known_not_to_help([*before, *history], w, s)) is not None:
-                self._event("tuning_skipped", f"({w}, {s}): {why}")
-                continue
             if i > 0 and (why := coord.never_fits(demand(w, s), now=True)) is not None:   # not when Coach's jobs leave
                 self._event("tuning_skipped", f"({w}, {s}): other work on the cluster holds the room it needs: {why}")
                 continue
-            if last:
+            if last and coord.alone(self.run.job_id):   # forced for most of an epoch: not on others' shares
                 return None, (w, s)
             # a mini-epoch lasts about as long as the previous one: others' expected wait
             last_s = lambda w, s: history[-1].duration_s if history else None

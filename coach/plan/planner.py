@@ -18,10 +18,11 @@ Optimus' greedy (EuroSys'18, §4.1) over the capacity the jobs share:
    and grant the best one, as long as it saves at least `gain_floor(speed)` of T: 2%,
    or the speed model's held-out MAPE if larger (a gain inside the model's error is no
    gain). A step between two configurations the job measured is judged on what they
-   measured instead, against `MEASURED_GAIN` (their noise), not the model's error: the
-   model only guesses there, and with its 10% error after tuning a job stayed on (1, 1)
-   while (2, 1) measured 9.5% and (2, 2) 22% faster. A step back up to the (w, s) the job is training on (`current`) only has to
-   save something: a gain inside the error is no reason to change, in either direction
+   measured instead, against `MEASURED_GAIN` (their noise) alone: the model only guesses
+   there, and with its 10% error after tuning a job stayed on (1, 1) while (2, 1) measured
+   9.5% and (2, 2) 22% faster. A step back up to the (w, s) the job is training on
+   (`current`) only has to save something: a gain inside the error is no reason to change,
+   in either direction
    (without this a job fell from (2, 1) to its minimum whenever noisy epochs raised the
    model's error, and trained slower). Stop when no step qualifies.
 
@@ -121,8 +122,9 @@ def min_resources(demand: JobDemand) -> tuple[float, float]:
 
 
 def gain_floor(speed: SpeedModel) -> float:
-    """Smallest relative saving a step must promise: MIN_RELATIVE_GAIN, or the speed model's
-    own held-out error if larger — a gain the model cannot tell from its error is no gain."""
+    """Smallest relative saving a step into an unmeasured configuration must promise:
+    MIN_RELATIVE_GAIN, or the speed model's own held-out error if larger — a gain the model
+    cannot tell from its error is no gain."""
     return max(MIN_RELATIVE_GAIN, speed.mape or 0.0)
 
 

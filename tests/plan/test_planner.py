@@ -177,15 +177,27 @@ def test_a_gain_within_the_speed_models_error_is_not_taken():
     ("current", "expected"),
     [
         pytest.param(None, (1, 1), id="new-job-needs-a-sure-gain"),
-        # trained on (2, 1): a gain inside the error is no reason to fall back to (1, 1)
-        pytest.param((2, 1), (2, 1), id="keeps-what-it-runs-on"),
-        # ... nor to grow past it
+        # trained on (1, 1): a gain inside the error is no reason to grow past it
         pytest.param((1, 1), (1, 1), id="grows-only-on-a-sure-gain"),
     ],
 )
 def test_a_gain_within_the_error_changes_nothing(current, expected):
     noisy = dataclasses.replace(unmeasured_2_1(), mape=0.9)   # 2 workers predicted faster, within 90%
     out = plan([job("a", noisy, current=current)], capacity_cpu=3.0, capacity_memory_gib=64)["a"]
+    assert (out.workers, out.servers) == expected, out.reason
+
+
+@pytest.mark.parametrize(
+    ("current", "expected"),
+    [
+        pytest.param(None, (1, 1), id="a-new-job-needs-more-than-the-noise"),
+        # trained on (2, 1): a gain inside the noise is no reason to fall back to (1, 1)
+        pytest.param((2, 1), (2, 1), id="keeps-what-it-runs-on"),
+    ],
+)
+def test_a_measured_gain_within_the_noise_changes_nothing(current, expected):
+    speed = tuned({(1, 1): 900, (2, 1): 930, (2, 2): 920, (1, 2): 890})   # (2, 1) +3.3%
+    out = plan([job("a", speed, current=current)], capacity_cpu=16, capacity_memory_gib=64)["a"]
     assert (out.workers, out.servers) == expected, out.reason
 
 

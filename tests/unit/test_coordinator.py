@@ -211,6 +211,26 @@ def test_a_younger_job_keeping_its_lease_gives_way_to_an_older_one_that_then_fit
         assert waited is not None
 
 
+def test_a_job_is_alone_while_no_other_job_asks_or_holds(store: Store, other: OtherProcess) -> None:
+    """Tuning's last configuration trains the rest of epoch 1 only on a job alone: forced for most
+    of an epoch, it would take what other jobs' shares are."""
+    coord = Coordinator(Capacity(cpu=4.0, memory_gib=8), store)
+    assert coord.alone("a")
+    assert coord.acquire(demand("a"), timeout_s=0) is not None
+    assert coord.alone("a")                                    # its own lease is no other's
+    assert coord.acquire(demand("b"), timeout_s=0) is not None
+    assert not coord.alone("a") and not coord.alone("b")       # a job of this run
+    coord.release("b", done=True)
+    assert coord.alone("a")
+    assert other("queue", "elsewhere") == "ok"                  # another process's job asks
+    assert not coord.alone("a")
+    assert other("done", "elsewhere") == "ok"
+    assert coord.alone("a")
+    coord.release("a")                                          # between its epochs
+    assert other("take", "elsewhere", 0.85, 20) == "ok"         # ... or holds a lease
+    assert not coord.alone("a")
+
+
 def test_cores_leased_by_another_process_are_not_handed_out(store: Store, other: OtherProcess) -> None:
     assert other("take", "elsewhere", 0.85, 20) == "ok"   # its epoch ends in ~20 s
     coord = Coordinator(Capacity(cpu=1.0, memory_gib=8), store)

@@ -9,7 +9,7 @@ import pytest
 
 from coach.estimate.cost import epoch_cost
 from coach.estimate import SpeedSample, fit_speed
-from coach.job.loop import (_charged_overheads, _known_not_to_help, _median, _mini_epoch_cost, between_epochs_s,
+from coach.job.loop import (_charged_overheads, _median, tuning_configs, _mini_epoch_cost, between_epochs_s,
                             tuned_head, tuning_chunk)
 from coach.plan import JobDemand, predicted_epoch_cost
 from coach.spec import load_spec
@@ -75,20 +75,6 @@ def test_a_training_epoch_is_predicted_with_its_charged_overhead(tmp_path: Path,
         assert got is None
     else:
         assert got == pytest.approx(epoch_cost(1, 1, spec.resources, seconds, spec.prices))
-
-
-@pytest.mark.parametrize(("with_s", "said"), [
-    (6855.0, "did not speed up 2 workers (6610 → 6855 samples/s, +3.7%; faster counts from +5%), so it will not "
-     "speed up 1"),
-    (6000.0, "(6610 → 6000 samples/s, -9.2%; faster counts from +5%)"),
-    (7000.0, None),   # +5.9%: a server more helped, so (1, 2) may too
-])
-def test_tuning_skips_a_server_that_did_not_help_more_workers(tmp_path: Path, with_s: float, said: str | None) -> None:
-    # a server more read "did not speed up (6610 → 6855 samples/s)" for a 3.7% gain under the noise
-    spec = load_spec(write_job(tmp_path / "j.yaml", name="j", **FAST_JOB))
-    history = [mini(spec, 2, 1, 1.0, 1.0, rate=6610.0), mini(spec, 2, 2, 1.0, 1.0, rate=with_s)]
-    why = _known_not_to_help(history, 1, 2)
-    assert (why is None) if said is None else (said in why), why
 
 
 def timed(phase: str, started: float, finished: float) -> EpochRecord:
@@ -168,6 +154,20 @@ def test_tuning_gives_each_configuration_a_share_of_epoch_1_in_whole_batches(tmp
     assert tuning_chunk(spec, n_train) == chunk
 
 
+@pytest.mark.parametrize(("fields", "never", "path"), [
+    pytest.param({}, set(), [(1, 1), (2, 1), (2, 2)], id="two-servers-measured-with-two-workers"),
+    pytest.param(dict(max_servers=1), set(), [(1, 1), (2, 1)], id="one-server"),
+    pytest.param(dict(max_workers=1), set(), [(1, 1), (1, 2)], id="one-worker"),
+    # (2, 2) fits no node layout: a second server is measured with one worker, where it fits
+    pytest.param({}, {(2, 2)}, [(1, 1), (2, 1), (1, 2)], id="two-by-two-never-fits"),
+    pytest.param({}, {(2, 1), (2, 2), (1, 2)}, [(1, 1)], id="only-the-minimum-fits"),
+])
+def test_tuning_measures_a_second_server_with_two_workers_where_it_can(tmp_path: Path, fields: dict,
+                                                                       never: set, path: list) -> None:
+    spec = load_spec(write_job(tmp_path / "j.yaml", name="j", **dict(FAST_JOB, **fields)))
+    assert tuning_configs(spec, usable=lambda c: c not in never) == path
+
+
 def test_training_epoch_1_starts_where_tuning_ended_unless_tuning_drew_its_own_samples(tmp_path: Path) -> None:
     spec = load_spec(write_job(tmp_path / "j.yaml", name="j", **FAST_JOB))
     tuned = [EpochRecord(job_id="j", phase="tuning", epoch=i, workers=1, servers=1, train_loss=2.0, val_loss=1.9,
@@ -211,21 +211,15 @@ def trained(w: int, s: int, rate: float, epochs: int = 1) -> list[tuple]:
 
 
 ALL_THREE = {(1, 1): 500.0, (2, 1): 1000.0, (2, 2): 1500.0}
-ONE_WORKER = dict(max_workers=1)   # tunes (1, 1) and (1, 2), which earlier jobs' (2, 1) and (2, 2) can rule out
 
 
 @pytest.mark.parametrize(("fields", "earlier", "said"), [
     pytest.param({}, [tuned(ALL_THREE)], [f"(1, 1), (2, 1), (2, 2): measured by j-0, {MEASURED}"], id="all-measured"),
-    # a second server did not speed up two workers
-    pytest.param(ONE_WORKER, [tuned({(1, 1): 500.0, (2, 1): 1000.0, (2, 2): 1000.0})],
-                 [f"(1, 1): measured by j-0, {MEASURED}",
-                  "(1, 2): a server more did not speed up 2 workers (1000 → 1000 samples/s, +0.0%; faster counts "
-                  "from +5%), so it will not speed up 1 (measured by earlier jobs)"], id="known-not-to-help"),
-    # judged on mini-epochs alone: (2, 1)'s whole epochs read lower (the demo's second run tuned (1, 2))
-    pytest.param(ONE_WORKER, [tuned({(1, 1): 734.0, (2, 1): 913.0, (2, 2): 942.0}) + trained(2, 1, 880.0, epochs=8)],
-                 [f"(1, 1): measured by j-0, {MEASURED}",
-                  "(1, 2): a server more did not speed up 2 workers (913 → 942 samples/s, +3.2%; faster counts "
-                  "from +5%), so it will not speed up 1 (measured by earlier jobs)"], id="mini-epochs-compared"),
+    # (2, 2) measured by an epoch 1 (tuning's last configuration trains it)
+    pytest.param({}, [tuned({(1, 1): 500.0, (2, 1): 1000.0}) + trained(2, 2, 1400.0)],
+                 [f"(1, 1), (2, 1), (2, 2): measured by j-0, {MEASURED}"], id="the-last-by-epoch-1"),
+    pytest.param(dict(max_workers=1), [tuned({(1, 1): 500.0, (1, 2): 600.0})],
+                 [f"(1, 1), (1, 2): measured by j-0, {MEASURED}"], id="one-worker"),
     # three resubmissions trained on (2, 1) only: the job that tuned still counts for the others
     pytest.param({}, [tuned(ALL_THREE)] + [trained(2, 1, 1000.0)] * 3,
                  [f"(1, 1), (2, 1), (2, 2): measured by j-3, j-2, j-1, j-0, {MEASURED}"],
@@ -233,18 +227,11 @@ ONE_WORKER = dict(max_workers=1)   # tunes (1, 1) and (1, 2), which earlier jobs
     # a job that ran only a configuration beyond this one's max_workers is not named
     pytest.param({}, [tuned(ALL_THREE), trained(3, 1, 1200.0)],
                  [f"(1, 1), (2, 1), (2, 2): measured by j-0, {MEASURED}"], id="only-who-measured-them"),
-    # jobs disagree on (2, 2): their median decides, not the oldest, which tuned (and would tune (1, 2))
-    pytest.param(ONE_WORKER, [tuned(ALL_THREE), tuned({(2, 1): 1000.0, (2, 2): 1000.0}),
-                              tuned({(2, 1): 1000.0, (2, 2): 1020.0})],
-                 [f"(1, 1): measured by j-0, {MEASURED}",
-                  "(1, 2): a server more did not speed up 2 workers (1000 → 1020 samples/s, +2.0%; faster counts "
-                  "from +5%), so it will not speed up 1 (measured by earlier jobs)"], id="the-median-decides"),
 ])
 def test_a_resubmitted_job_skips_tuning_what_earlier_jobs_measured(tmp_path: Path, coach_home: Path, fields: dict,
                                                                    earlier: list[list], said: list[str]) -> None:
     """Earlier jobs of the same model, data, batch, resources and scheduler measured every
-    tuning configuration, or what they measured shows that the rest would not help: the new job
-    tunes none (the backend and coordinator, None here, are never asked), and its speed model is
+    tuning configuration: the new job tunes none (the backend and coordinator, None here, are never asked), and its speed model is
     fitted before its first epoch, so the planner chooses epoch 1's (w, s) from them."""
     from dataclasses import asdict
 
