@@ -261,13 +261,13 @@ def _remaining_seconds(d: JobDemand, rate: float) -> float:
     return epochs * d.samples_per_epoch / rate
 
 
-def _rates(speed: SpeedModel, ws: tuple[int, int], then: tuple[int, int]) -> tuple[float, float, float]:
-    """The samples/s before and after a step, and the smallest relative gain that counts: what
-    both measured and their noise if both were measured, else the model's and its error."""
+def _rates(speed: SpeedModel, ws: tuple[int, int], then: tuple[int, int]) -> tuple[float, float, bool]:
+    """The samples/s before and after a step: what both measured if both were measured (True),
+    else the model's."""
     measured = speed.measured(*ws), speed.measured(*then)
     if None not in measured:
-        return measured[0], measured[1], MEASURED_GAIN   # type: ignore[return-value]
-    return speed.predict(*ws), speed.predict(*then), gain_floor(speed)
+        return measured[0], measured[1], True   # type: ignore[return-value]
+    return speed.predict(*ws), speed.predict(*then), False
 
 
 def _step(d: JobDemand, ws: tuple[int, int], role: str, room: _Room) -> _Step:
@@ -283,7 +283,7 @@ def _step(d: JobDemand, ws: tuple[int, int], role: str, room: _Room) -> _Step:
         return _Step(False, 0.0, f"a {nth} {role} needs {_cores(res.cpu)} and {res.memory_gib:g} GiB, {lacking}")
     if d.speed is None:
         return _Step(False, 0.0, "no speed model yet")
-    rate_now, rate_then, floor = _rates(d.speed, ws, (nw, ns))
+    rate_now, rate_then, measured = _rates(d.speed, ws, (nw, ns))
     now, then = _remaining_seconds(d, rate_now), _remaining_seconds(d, rate_then)
     per_core = (now - then) / max(res.cpu, 1e-9)
     horizon = "per epoch" if d.remaining_epochs is None else "of the remaining time"
@@ -293,8 +293,12 @@ def _step(d: JobDemand, ws: tuple[int, int], role: str, room: _Room) -> _Step:
             return _Step(False, per_core, f"a {nth} {role} would make an epoch cost {cost:.4g}, "
                                           f"above the epoch budget {d.epoch_budget:.4g}")
     if d.current is not None and nw <= d.current[0] and ns <= d.current[1]:   # back to what it runs on
-        floor = 0.0
-    if now - then <= 0 or now - then < floor * now:
+        # a gain within the error is no reason to leave it; measured, nor a loss within their noise
+        # (a (1, 1) mini-epoch read 800 samples/s, as fast as (2, 1)'s epochs; its own epochs, 620-780)
+        floor = -MEASURED_GAIN if measured else 0.0
+    else:
+        floor = MEASURED_GAIN if measured else gain_floor(d.speed)
+    if (now - then <= 0 and floor >= 0) or now - then < floor * now:
         if math.isclose(now, then, rel_tol=1e-9):   # a speed model that sees no effect of this role ("slow it down by 0 s")
             return _Step(False, per_core, f"a {nth} {role} would not change its speed")
         if now - then < 0:   # "would save -0.185 s" read as a typo
