@@ -104,7 +104,7 @@ def tuning_configs(spec: JobSpec, usable: Callable[[tuple[int, int]], bool] = la
     or was measured): (1, 1), (2, 1), (2, 2); (1, 2) only where (2, 2) cannot be. A second server
     is measured with two workers, where its share of the push/pull traffic is larger (Optimus'
     t2·w/s); the speed model can still take a job to (1, 2). Measuring it too cost a start-up
-    (about 1.2 s) in the runs where it was measured, and it was never chosen there."""
+    (about 1.2 s) whenever a second server had sped up two workers by 5%."""
     allowed: list[tuple[int, int]] = []
     for w, s in TUNING_CONFIGS:   # (2, 2) before (1, 2): `usable` is not asked about (1, 2) after it
         if w <= spec.max_workers and s <= spec.max_servers and ((w, s) != (1, 2) or (2, 2) not in allowed) \
