@@ -501,8 +501,8 @@ class JobLoop:
         tuned = {(r.workers, r.servers) for r in history if r.phase == "tuning"}
         chunk = tuning_chunk(spec, self.n_train)
         if tuned_ahead(history):
-            if left := [c for c in tuning_configs(spec, usable=lambda c: c[0] <= chunk) if c not in tuned]:
-                self._event("tuning_skipped", f"{', '.join(map(str, left))}: this job's tuning began under an older "
+            if rest := [c for c in tuning_configs(spec, usable=lambda c: c[0] <= chunk) if c not in tuned]:
+                self._event("tuning_skipped", f"{', '.join(map(str, rest))}: this job's tuning began under an older "
                             "Coach, on samples of its own; training goes on from what it measured")
             return None, None
         before = self._before

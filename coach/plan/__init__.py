@@ -4,7 +4,6 @@ from coach.plan.packing import describe as describe_nodes
 from coach.plan.packing import packs
 from coach.plan.planner import (
     DEFAULT_RESOURCES,
-    MEASURED_GAIN,
     MIN_RELATIVE_GAIN,
     Allocation,
     JobDemand,
@@ -26,7 +25,6 @@ __all__ = [
     "describe_nodes",
     "packs",
     "DEFAULT_RESOURCES",
-    "MEASURED_GAIN",
     "MIN_RELATIVE_GAIN",
     "Allocation",
     "JobDemand",

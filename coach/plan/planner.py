@@ -21,8 +21,8 @@ Optimus' greedy (EuroSys'18, §4.1) over the capacity the jobs share:
    measured instead, against `MEASURED_GAIN` (their noise) alone: the model only guesses
    there, and with its 10% error after tuning a job stayed on (1, 1) while (2, 1) measured
    9.5% and (2, 2) 22% faster. A step back up to the (w, s) the job is training on
-   (`current`) only has to save something: a gain inside the error is no reason to change,
-   in either direction
+   (`current`) only has to save something, and between measured ones not lose more than
+   their noise: a gain inside the error is no reason to change, in either direction
    (without this a job fell from (2, 1) to its minimum whenever noisy epochs raised the
    model's error, and trained slower). Stop when no step qualifies.
 
