@@ -181,9 +181,20 @@ def test_a_killed_submit_shows_interrupted_and_resumes_without_force(tmp_path: P
 
 def test_a_job_stopped_during_tuning_resumes_the_tuning(tmp_path: Path, coach_home: Path) -> None:
     # it went straight to training on what one mini-epoch had measured
+    from coach.state.store import Store
+
     job = write_job(tmp_path / "t.yaml", name="t", **dict(FAST_JOB, allocation="dynamic"))
-    proc, job_id = _submit_until(job, lambda j: j["status"] == "tuning")
-    run_coach("stop", job_id, check=True)   # the first mini-epoch's cold start takes 3 s or more, the others 0.5-3 s
+    proc = subprocess.Popen([*COACH, "submit", str(job), "--json"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    # stopped as `coach stop` does, once the first mini-epoch is recorded: the second (about a
+    # second) is then running, and the last configuration trains epoch 1. Polled through `coach
+    # status` and stopped through `coach stop` (a second each), the stop could land in epoch 1.
+    store, deadline = Store(), time.time() + 300
+    while not (jobs := store.jobs()) or not store.epochs(jobs[0].job_id):
+        assert time.time() < deadline and proc.poll() is None, proc.communicate()[1][-2000:]
+        time.sleep(0.02)
+    job_id = jobs[0].job_id
+    store.update_job(job_id, stop_requested=1)
     proc.communicate(timeout=300)
     before = json.loads(run_coach("history", job_id, "--json", check=True).stdout)
     assert 1 <= len(before) <= 2 and all(r["phase"] == "tuning" for r in before), before   # of 2 mini-epochs
