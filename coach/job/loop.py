@@ -515,10 +515,12 @@ class JobLoop:
 
         never: dict[tuple[int, int], str] = {}   # on a cluster a configuration can fit the cores in sum but not the nodes
 
+        known_speed = tuned | measured   # asked of the backend only for the others
+
         def usable(c: tuple[int, int]) -> bool:
             if c[0] > chunk:
                 return False
-            if c not in tuned | measured and (why := coord.never_fits(demand(*c))) is not None:
+            if c not in known_speed and (why := coord.never_fits(demand(*c))) is not None:
                 never[c] = why
             return c not in never
 
