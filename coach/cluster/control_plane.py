@@ -27,6 +27,7 @@ import httpx
 import yaml
 
 from coach import quantities
+from coach.cache import cache_dir
 from coach.cluster.errors import BinaryMissing, ClusterError
 from coach.errors import SpecError
 from coach.identity import process_identity
@@ -51,10 +52,6 @@ DEFAULT_CPU = "4"
 DEFAULT_MEMORY = "8Gi"
 START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 15.0
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "coach"
 
 
 def bin_dir() -> Path:

@@ -374,8 +374,11 @@ def _local_rate(k: np.ndarray, y: np.ndarray, b: np.ndarray, scale: float) -> tu
     def residuals(x: np.ndarray) -> np.ndarray:
         return _curve(k[near], x[0], x[1], b2) - y[near]
 
+    def jac(x: np.ndarray) -> np.ndarray:
+        return _jacobian(k[near], (x[0], x[1], b2))[:, :2]
+
     try:
-        r = least_squares(residuals, np.clip(b[:2], 1e-12, None), bounds=(0.0, np.inf), method="trf",
+        r = least_squares(residuals, np.clip(b[:2], 1e-12, None), jac=jac, bounds=(0.0, np.inf), method="trf",
                           x_scale="jac", loss="soft_l1", f_scale=scale, max_nfev=200)
     except (ValueError, OverflowError, FloatingPointError):
         return None
@@ -429,6 +432,14 @@ def _curve(k: np.ndarray, b0: float, b1: float, b2: float) -> np.ndarray:
         return 1.0 / (b0 * k + b1) + b2
 
 
+def _jacobian(k: np.ndarray, b: Sequence[float]) -> np.ndarray:
+    """∂l/∂(b0, b1, b2) at each k, in closed form: finite differences cost 4 evaluations per
+    iteration, 40% of a fit that runs between every two epochs of a job."""
+    with np.errstate(divide="ignore", over="ignore"):
+        d = -1.0 / (b[0] * k + b[1]) ** 2
+    return np.column_stack([d * k, d, np.ones_like(k)])
+
+
 def _robust_scale(resid: np.ndarray, y: np.ndarray) -> float:
     mad = 1.4826 * float(np.median(np.abs(resid - np.median(resid))))
     floor = 1e-3 * max(float(np.ptp(y)), 1e-3 * max(float(np.abs(y).max()), 1e-12))
@@ -464,15 +475,18 @@ def _fit(k: np.ndarray, y: np.ndarray, weights: np.ndarray, start: np.ndarray | 
     def residuals(b: np.ndarray) -> np.ndarray:
         return (_curve(k, *b) - y) * sw
 
+    def jac(b: np.ndarray) -> np.ndarray:
+        return _jacobian(k, b) * sw[:, None]
+
     def robust(x0: np.ndarray, f_scale: float):
-        return least_squares(residuals, x0, bounds=(0.0, np.inf), method="trf", x_scale="jac",
+        return least_squares(residuals, x0, jac=jac, bounds=(0.0, np.inf), method="trf", x_scale="jac",
                              loss="soft_l1", f_scale=f_scale, max_nfev=200)
 
     if start is not None and scale is not None:
         return np.maximum(robust(np.clip(start, 1e-12, None), scale).x, 0.0), scale
     starts = [start] if start is not None else _starts(k, y, weights)
-    plain = [least_squares(residuals, np.clip(np.asarray(x0, dtype=float), 1e-12, None), bounds=(0.0, np.inf),
-                           method="trf", x_scale="jac", max_nfev=200) for x0 in starts]
+    plain = [least_squares(residuals, np.clip(np.asarray(x0, dtype=float), 1e-12, None), jac=jac,
+                           bounds=(0.0, np.inf), method="trf", x_scale="jac", max_nfev=200) for x0 in starts]
     first = min(plain, key=lambda r: r.cost)
     scale = _robust_scale(residuals(first.x)[tail], y)
     best = _best([robust(r.x, scale) for r in plain])

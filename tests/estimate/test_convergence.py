@@ -294,3 +294,20 @@ def test_a_curve_the_family_follows_within_its_noise_keeps_its_fit():
     k = np.arange(1, 41)
     y = curve(k, 0.3, 1.0, 0.2) + np.random.default_rng(1).normal(0, 0.01, k.size)
     assert fit_convergence(k, y).local_weight < 0.1
+
+
+@pytest.mark.parametrize("b", [(0.5, 1.0, 0.1), (0.02, 3.0, 0.0), (4.0, 1e-3, 1.2), (1e-9, 0.7, 0.3)])
+def test_the_closed_form_jacobian_is_the_curve_s_derivative(b: tuple[float, float, float]) -> None:
+    from coach.estimate.convergence import _curve, _jacobian
+
+    k = np.array([0.25, 1.0, 2.0, 7.5, 30.0])
+    jac = _jacobian(k, b)
+    for i in range(3):
+        h = 1e-6 * max(abs(b[i]), 1e-3)
+        up, down = list(b), list(b)
+        if i < 2:   # b2 only shifts the curve: left out, it cannot drown the difference in rounding
+            up[2] = down[2] = 0.0
+        up[i] += h
+        down[i] -= h
+        numeric = (_curve(k, *up) - _curve(k, *down)) / (2 * h)
+        assert np.allclose(jac[:, i], numeric, rtol=1e-5, atol=1e-9), i

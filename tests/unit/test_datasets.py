@@ -20,6 +20,33 @@ def test_train_size_is_the_loaded_training_split(name: str, options: dict) -> No
     assert train_size(name, options) == len(load_dataset(name, options).x_train)
 
 
+def _mnist_arrays(monkeypatch: pytest.MonkeyPatch, cache: Path) -> list[np.ndarray]:
+    from coach.data.datasets import _mnist_5k
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    d = _mnist_5k({})
+    return [d.x_train, d.y_train, d.x_val, d.y_val]
+
+
+def test_mnist_parsed_once_loads_the_same_arrays_from_the_cache(tmp_path: Path, monkeypatch) -> None:
+    parsed = _mnist_arrays(monkeypatch, tmp_path / "c")
+    [cached] = (tmp_path / "c" / "coach" / "datasets").iterdir()
+    assert cached.suffix == ".npy" and not list(cached.parent.glob("*.tmp"))
+    again = _mnist_arrays(monkeypatch, tmp_path / "c")
+    for a, b in zip(parsed, again):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    cached.write_bytes(b"not an array")   # damaged: parsed again and rewritten, never an error
+    for a, b in zip(parsed, _mnist_arrays(monkeypatch, tmp_path / "c")):
+        assert np.array_equal(a, b)
+    assert np.load(cached).shape == (5000, 785)
+
+
+def test_mnist_loads_where_the_cache_cannot_be_written(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "file").write_text("")   # the cache folder's parent is a file
+    x_train, y_train, _, _ = _mnist_arrays(monkeypatch, tmp_path / "file")
+    assert x_train.shape == (4000, 1, 28, 28) and x_train.max() == 1.0 and set(y_train) == set(range(10))
+
+
 def _write_cifar(folder: Path, per_batch: int = 4, **override) -> None:
     """Batches in CIFAR-10's python layout (a pickled dict of bytes keys), tiny."""
     rng = np.random.RandomState(0)
