@@ -150,6 +150,8 @@ class EpochRunner:
                     except Exception as e:  # a backend bug must not hang the group
                         inv = Invocation(NO_ANSWER, {"error": f"{type(e).__name__}: {e}"})
                     answers.append((role, inv, time.time()))
+                    if inv.ok and role == "worker" and sum(r == "worker" and a.ok for r, a, _ in answers) == plan.workers:
+                        attempt_files.mark_workers_done(attempt_dir)   # the scheduler and servers are ended
                     if not inv.ok and not first_error:
                         first_error = f"{role}: {inv.error}"
                         permanent, resumable = bool(inv.body.get("permanent")), bool(inv.body.get("resumable"))

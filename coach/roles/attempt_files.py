@@ -19,6 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HEARTBEAT_S = 1.0
+WORKERS_DONE = "workers-done"
+"""Written by the job loop beside the abort marker once every worker of the attempt has
+answered: the scheduler and servers have nothing left to do, and their functions end them
+(see `coach.roles.runner` for why the group does not shut ps-lite down itself)."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,14 @@ def heartbeat(path: Path) -> None:
     try:
         os.utime(path)
     except OSError:   # the folder was removed: the function's abort check sees that
+        pass
+
+
+def mark_workers_done(folder: Path) -> None:
+    """Tell the attempt's scheduler and server functions that the workers are done."""
+    try:
+        (folder / WORKERS_DONE).touch()
+    except OSError:   # the folder is gone: the loop is done with the attempt, and so are they
         pass
 
 

@@ -2,10 +2,12 @@
 
 One function replica serves one event at a time (HTTP trigger with one worker). It keeps a
 fork-server that has already imported MXNet (see runner.py); for each event a fresh role
-process is forked, and the handler watches three things until it ends: the process exiting,
-the task's wall-clock deadline, and the attempt's abort marker (written by the job loop when
+process is forked, and the handler watches four things until it ends: the process exiting,
+the task's wall-clock deadline, the attempt's abort marker (written by the job loop when
 another process of the same epoch failed, since a ps-lite group whose member died hangs
-forever). Whatever happens, the role process is gone when the handler answers.
+forever), and, for a scheduler or server, the marker saying every worker has answered
+(then it has nothing left to serve, and is ended with a success). Whatever happens, the
+role process is gone when the handler answers.
 """
 
 from __future__ import annotations
@@ -208,6 +210,8 @@ class FunctionRuntime:
         if abort is not None and (abort.exists() or not abort.parent.exists()):
             reason = (abort.read_text().strip() if abort.exists() else "") or "the attempt was abandoned"
             return 409, {"error": f"{task.role} aborted: {reason}"}
+        if abort is not None and task.role != "worker" and (abort.parent / attempt_files.WORKERS_DONE).exists():
+            return 200, {"role": task.role, "ended": "every worker had answered"}
         return None
 
     @staticmethod

@@ -16,6 +16,8 @@ from typing import Iterator
 import httpx
 import pytest
 
+from coach.roles.attempt_files import WORKERS_DONE
+from coach.roles.protocol import READY_PATH
 from tests.conftest import ROOT
 
 VALID = dict(job_id="j", epoch=1, attempt="a", role="worker", root_uri="127.0.0.1", root_port=9000,
@@ -24,11 +26,11 @@ VALID = dict(job_id="j", epoch=1, attempt="a", role="worker", root_uri="127.0.0.
 
 
 @contextmanager
-def fresh_replica() -> Iterator[tuple[subprocess.Popen, str]]:
-    """A worker function's replica (the local processor) and its URL, as soon as it listens:
+def fresh_replica(role: str = "worker") -> Iterator[tuple[subprocess.Popen, str]]:
+    """A role function's replica (the local processor) and its URL, as soon as it listens:
     its fork-server is still importing MXNet."""
     proc = subprocess.Popen([sys.executable, "-m", "coach.backends.local.processor",
-                             str(ROOT / "functions" / "worker")], stdout=subprocess.PIPE, cwd=ROOT)
+                             str(ROOT / "functions" / role)], stdout=subprocess.PIPE, cwd=ROOT)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline().decode()
@@ -117,6 +119,26 @@ def test_event_of_an_abandoned_attempt_is_aborted_not_run(worker_url: str, tmp_p
     r = httpx.post(worker_url, json=dict(VALID, deadline_s=60, abort_file=str(gone)), timeout=120)
     assert r.status_code == 409, r.text
     assert "abandoned" in r.json()["error"]
+
+
+@pytest.mark.parametrize("role,status", [("scheduler", 200), ("server", 200), ("worker", 504)])
+def test_once_the_workers_are_done_the_scheduler_and_servers_are_ended(role: str, status: int, tmp_path) -> None:
+    """Workers of a group the job loop watches skip ps-lite's shutdown (0.3 s an epoch), so
+    nothing stops the scheduler and servers but the loop's marker; it must end them with a
+    success, and never end a worker. No group forms here: each would wait forever."""
+    folder = tmp_path / "attempt"
+    folder.mkdir()
+    with fresh_replica(role) as (_, url):
+        while httpx.get(url + READY_PATH.lstrip("/"), timeout=10).status_code != 200:
+            time.sleep(0.2)
+        done = threading.Timer(1.0, lambda: (folder / WORKERS_DONE).touch())
+        done.start()
+        r = httpx.post(url, timeout=60, json=dict(VALID, role=role, deadline_s=4, abort_file=str(folder / "abort")))
+        done.join()
+    assert r.status_code == status, r.text
+    if status == 200:
+        assert r.json()["ended"] == "every worker had answered" and 1.0 <= r.json()["function_s"] < 3.0, r.json()
+    assert not list(folder.glob("*.pid")), "the role process is gone when the function answers"
 
 
 def test_an_event_is_not_charged_for_the_replica_start_up(tmp_path) -> None:
