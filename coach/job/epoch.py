@@ -2,7 +2,9 @@
 
 A ps-lite group whose member died hangs forever, so an attempt ends as soon as any role
 fails: the abort marker is written, every other role's handler kills its process, and the
-attempt is retried from the last checkpoint with fresh processes (a new root port too).
+attempt is retried from the last checkpoint with fresh processes (a new root port too). It
+succeeds once every worker has answered: the scheduler and servers are then ended through the
+workers-done marker, without ps-lite's shutdown.
 """
 
 from __future__ import annotations
@@ -137,6 +139,7 @@ class EpochRunner:
         t0 = time.monotonic()
         answers: list[tuple[str, Invocation, float]] = []   # (role, answer, when it came)
         first_error, permanent, resumable = "", False, False
+        workers_done = False   # then the checkpoint is complete, and the rest of the group is only ended
         with ThreadPoolExecutor(len(calls)) as pool:
             futures = {pool.submit(self.backend.invoke, plan.job_id, role, i, payload,
                                    plan.deadline_s + HTTP_MARGIN_S): role for role, i, payload in calls}
@@ -151,8 +154,9 @@ class EpochRunner:
                         inv = Invocation(NO_ANSWER, {"error": f"{type(e).__name__}: {e}"})
                     answers.append((role, inv, time.time()))
                     if inv.ok and role == "worker" and sum(r == "worker" and a.ok for r, a, _ in answers) == plan.workers:
+                        workers_done = True
                         attempt_files.mark_workers_done(attempt_dir)   # the scheduler and servers are ended
-                    if not inv.ok and not first_error:
+                    if not inv.ok and not first_error and not workers_done:   # after: charged, not an error
                         first_error = f"{role}: {inv.error}"
                         permanent, resumable = bool(inv.body.get("permanent")), bool(inv.body.get("resumable"))
                         abort.write_text(first_error)   # the rest of the group stops now

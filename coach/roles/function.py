@@ -160,7 +160,8 @@ class FunctionRuntime:
         return status, body
 
     def _watch(self, task: EpochTask, t0: float) -> tuple[int, dict[str, Any]]:
-        """Wait for the role process to finish, killing it on deadline or abort.
+        """Wait for the role process to finish, killing it on deadline, abort or (a scheduler or
+        server) once the workers are done.
 
         The attempt's folder disappears when the job loop is done with the epoch, so an
         event that arrives late (or a marker that vanished) counts as aborted too. Once a

@@ -77,7 +77,9 @@ def _run_role(task: Any) -> dict[str, Any]:
         else:
             from mxnet.kvstore import kvstore_server
 
-            kvstore_server._init_kvstore_server_module()  # returns via sys.exit once the group stops
+            # returns via sys.exit once the group shuts down; in a group the job loop watches,
+            # the function kills it once the workers are done (they skip the shutdown)
+            kvstore_server._init_kvstore_server_module()
             result = {"role": task.role}
     except SystemExit as e:
         if task.role == "worker":   # only a server leaves this way on its own; a worker through user code

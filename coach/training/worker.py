@@ -8,6 +8,7 @@ the planner changes them.
 
 from __future__ import annotations
 
+import gc
 import time
 from typing import Any
 
@@ -152,4 +153,11 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
     # anyway); the caller adds the sums up: the same mean loss, in 1/w of the time
     x_val, y_val = data.x_val[kv.rank::task.workers], data.y_val[kv.rank::task.workers]
     result["val_sum"], result["val_count"] = summed_loss(net, x_val, y_val, mx), int(len(x_val))
+    if task.abort_file:
+        # the job loop ends this group once every worker has answered (`attempt_files.WORKERS_DONE`)
+        # and the process exits without freeing the kvstore, whose destructor would wait at
+        # ps-lite's exit barrier for workers that have left without it. It is freed by the
+        # cycle collector, not on return (its gc.collect took the 0.3 s), so that collector must
+        # not run from here on
+        gc.disable()
     return result

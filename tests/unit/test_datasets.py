@@ -35,10 +35,14 @@ def test_mnist_parsed_once_loads_the_same_arrays_from_the_cache(tmp_path: Path, 
     again = _mnist_arrays(monkeypatch, tmp_path / "c")
     for a, b in zip(parsed, again):
         assert a.dtype == b.dtype and np.array_equal(a, b)
-    cached.write_bytes(b"not an array")   # damaged: parsed again and rewritten, never an error
-    for a, b in zip(parsed, _mnist_arrays(monkeypatch, tmp_path / "c")):
-        assert np.array_equal(a, b)
-    assert np.load(cached).shape == (5000, 785)
+    for damage in (b"not an array", None):   # damaged, or an array of another shape: parsed again
+        if damage:
+            cached.write_bytes(damage)
+        else:
+            np.save(cached, np.zeros((3, 4), dtype=np.uint8))
+        for a, b in zip(parsed, _mnist_arrays(monkeypatch, tmp_path / "c")):
+            assert np.array_equal(a, b)
+        assert np.load(cached).shape == (5000, 785)
 
 
 def test_mnist_loads_where_the_cache_cannot_be_written(tmp_path: Path, monkeypatch) -> None:

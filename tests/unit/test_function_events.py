@@ -16,6 +16,7 @@ from typing import Iterator
 import httpx
 import pytest
 
+from coach.ports import free_port
 from coach.roles.attempt_files import WORKERS_DONE
 from coach.roles.protocol import READY_PATH
 from tests.conftest import ROOT
@@ -133,7 +134,8 @@ def test_once_the_workers_are_done_the_scheduler_and_servers_are_ended(role: str
             time.sleep(0.2)
         done = threading.Timer(1.0, lambda: (folder / WORKERS_DONE).touch())
         done.start()
-        r = httpx.post(url, timeout=60, json=dict(VALID, role=role, deadline_s=4, abort_file=str(folder / "abort")))
+        r = httpx.post(url, timeout=60, json=dict(VALID, role=role, deadline_s=4, root_port=free_port(),
+                                                      abort_file=str(folder / "abort")))
         done.join()
     assert r.status_code == status, r.text
     if status == 200:
