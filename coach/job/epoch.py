@@ -139,7 +139,7 @@ class EpochRunner:
         t0 = time.monotonic()
         answers: list[tuple[str, Invocation, float]] = []   # (role, answer, when it came)
         first_error, permanent, resumable = "", False, False
-        workers_done = False   # then the checkpoint is complete, and the rest of the group is only ended
+        workers_ok = 0   # all of them: the checkpoint is complete, and the rest of the group is only ended
         with ThreadPoolExecutor(len(calls)) as pool:
             futures = {pool.submit(self.backend.invoke, plan.job_id, role, i, payload,
                                    plan.deadline_s + HTTP_MARGIN_S): role for role, i, payload in calls}
@@ -153,10 +153,11 @@ class EpochRunner:
                     except Exception as e:  # a backend bug must not hang the group
                         inv = Invocation(NO_ANSWER, {"error": f"{type(e).__name__}: {e}"})
                     answers.append((role, inv, time.time()))
-                    if inv.ok and role == "worker" and sum(r == "worker" and a.ok for r, a, _ in answers) == plan.workers:
-                        workers_done = True
-                        attempt_files.mark_workers_done(attempt_dir)   # the scheduler and servers are ended
-                    if not inv.ok and not first_error and not workers_done:   # after: charged, not an error
+                    if inv.ok and role == "worker":
+                        workers_ok += 1
+                        if workers_ok == plan.workers:
+                            attempt_files.mark_workers_done(attempt_dir)   # the scheduler and servers are ended
+                    if not inv.ok and not first_error and workers_ok < plan.workers:   # after: charged, not an error
                         first_error = f"{role}: {inv.error}"
                         permanent, resumable = bool(inv.body.get("permanent")), bool(inv.body.get("resumable"))
                         abort.write_text(first_error)   # the rest of the group stops now
