@@ -80,16 +80,30 @@ def fit_history(epochs: Sequence[EpochRecord], global_batch: int, samples_per_ep
     `measured_before`: epochs of earlier jobs that train at the same speed (`same_speed`): the
     speed model counts them beside the job's own.
     """
+    return (convergence_of(epochs, samples_per_epoch, earlier),
+            speed_of(epochs, global_batch, measured_before))
+
+
+def convergence_of(epochs: Sequence[EpochRecord], samples_per_epoch: float | None,
+                   earlier: Sequence[EarlierRun] = (), bootstrap: int = LOOP_BOOTSTRAP) -> ConvergenceFit | None:
+    """The loss curve fitted to the recorded epochs (`fit_history`), None while too few.
+    `bootstrap` 0: the point fit alone, a quarter of the time; the replicas only give the
+    interval (`ConvergenceFit.epochs_to_target`'s epoch does not depend on them)."""
     try:
-        fit = fit_convergence(progress_of(epochs, samples_per_epoch), [e.val_loss for e in epochs],
-                              bootstrap=LOOP_BOOTSTRAP, train_losses=[e.train_loss for e in epochs],
-                              earlier=earlier)
+        return fit_convergence(progress_of(epochs, samples_per_epoch), [e.val_loss for e in epochs],
+                               bootstrap=bootstrap, train_losses=[e.train_loss for e in epochs],
+                               earlier=earlier)
     except EstimateError:
-        fit = None
+        return None
+
+
+def speed_of(epochs: Sequence[EpochRecord], global_batch: int,
+             measured_before: Sequence[EpochRecord] = ()) -> SpeedModel | None:
+    """The speed model fitted to the recorded epochs (`fit_history`), None before any rate.
+    Milliseconds: the planner needs the epoch just measured before it plans the next."""
     samples = [SpeedSample(e.workers, e.servers, e.samples_per_s, global_batch, weight=max(e.samples, 1))
                for e in (*measured_before, *epochs) if e.samples_per_s > 0]
     try:
-        speed = fit_speed(samples) if samples else None
+        return fit_speed(samples) if samples else None
     except EstimateError:
-        speed = None
-    return fit, speed
+        return None

@@ -14,6 +14,7 @@ Each job runs its own loop in its own thread; jobs meet only in the Coordinator.
 from __future__ import annotations
 
 import shutil
+import sys
 import threading
 import time
 import traceback
@@ -25,7 +26,7 @@ from coach.backends.base import Backend, Placement
 from coach.data import train_size
 from coach.errors import BackendError, CoachError, Diverged, EpochFailed, FailsAgain, OverBudget, SpecError
 from coach.estimate import EarlierRun, Eta, epoch_budget, eta, measured_cost
-from coach.estimate.history import fit_history
+from coach.estimate.history import convergence_of, speed_of
 from coach.estimate.progress import progress_of, streak_of, tuned_ahead
 from coach.estimate.cost import epoch_cost
 from coach.job.coordinator import Coordinator
@@ -170,10 +171,12 @@ class JobLoop:
             raise SpecError(self.spec.source, "batch_size",
                             f"{self.spec.batch_size} is more than the {self.n_train} training samples of "
                             f"{self.spec.dataset['name']}: every epoch would be a single step")
-        self._fit_cache: tuple | None = None
+        self._fit_cache: dict[tuple[int, bool], Any] = {}   # (records, with interval) → ConvergenceFit | None
+        self._speed_cache: tuple | None = None   # (records, SpeedModel | None)
         self._earlier: list[EarlierRun] = []   # earlier runs of the same model and data, found when the job starts
         self._before: list[EpochRecord] = []   # earlier jobs' measured epochs (`speeds_before`)
         self._eta: tuple | None = None   # (records it was computed from, Eta | None)
+        self._unshown: tuple | None = None   # the last epoch's (history, w, s, loss fields), shown beside the next
         self._started = time.time()   # this run's epochs: the gaps of a stop and resume are no wait
 
     # -- helpers ---------------------------------------------------------------------------
@@ -185,6 +188,9 @@ class JobLoop:
         return self.run.stop.is_set() or self.store.stop_requested(self.run.job_id)
 
     def _finish(self, status: str, message: str) -> str:
+        if (unshown := self._unshown) is not None:
+            self._unshown = None
+            self._update_eta(*unshown[:3], **unshown[3])
         self.store.update_job(self.run.job_id, status=status, message=message)
         self._event(status, message)
         return status
@@ -263,12 +269,21 @@ class JobLoop:
                     shutil.rmtree(p, ignore_errors=True)
 
     # -- models ----------------------------------------------------------------------------
-    def _fits(self, history: list[EpochRecord]):
-        """Fit once per recorded epoch: a fit costs seconds that would otherwise delay every epoch."""
-        if self._fit_cache is None or self._fit_cache[0] != len(history):
-            self._fit_cache = (len(history), *fit_history(history, self.spec.batch_size, self.n_train,
-                                                          earlier=self._earlier, measured_before=self._before))
-        return self._fit_cache[1], self._fit_cache[2]
+    def _convergence(self, history: list[EpochRecord], interval: bool = True):
+        """The loss curve, fitted once per recorded epoch: the point fit for the plan, and with its
+        bootstrap replicas (0.1 s) for the interval that `coach status` shows."""
+        key = (len(history), interval)
+        if key not in self._fit_cache:
+            self._fit_cache = {k: v for k, v in self._fit_cache.items() if k[0] == len(history)}
+            self._fit_cache[key] = convergence_of(history, self.n_train, self._earlier,
+                                                  **({} if interval else {"bootstrap": 0}))
+        return self._fit_cache[key]
+
+    def _speed(self, history: list[EpochRecord]):
+        """The speed model, refitted once per recorded epoch (milliseconds)."""
+        if self._speed_cache is None or self._speed_cache[0] != len(history):
+            self._speed_cache = (len(history), speed_of(history, self.spec.batch_size, self._before))
+        return self._speed_cache[1]
 
     def _epoch_seconds(self, history: list[EpochRecord], speed, w: int, s: int,
                        samples: int | None = None) -> float | None:
@@ -307,9 +322,12 @@ class JobLoop:
                 self.store.update_job(self.run.job_id, **job)
         return self._eta[1]
 
-    def _predict(self, history: list[EpochRecord], w: int, s: int) -> tuple[Eta | None, dict[str, Any]]:
-        fit, speed = self._fits(history)
-        if fit is None or self._streak(history) >= self.spec.consecutive:   # done: no ETA left to show
+    def _predict(self, history: list[EpochRecord], w: int, s: int,
+                 interval: bool = True) -> tuple[Eta | None, dict[str, Any]]:
+        if self._streak(history) >= self.spec.consecutive:   # done: no ETA left to show
+            return None, {}
+        fit, speed = self._convergence(history, interval), self._speed(history)
+        if fit is None:
             return None, {}
         between = between_epochs_s(history, self._started)
         seconds = (self._epoch_seconds(history, speed, w, s) or history[-1].duration_s) + between
@@ -333,14 +351,35 @@ class JobLoop:
             info["budget_epochs"] = max(0, int(left // per_epoch))
         return e, info
 
+    def _beside(self, history: list[EpochRecord], w: int, s: int, shown: dict[str, Any]) -> Callable[[], None]:
+        """Show an epoch's loss with its ETA from a thread, while the next epoch runs; the returned
+        function waits for it, and raises its error (a failed store) unless one is on its way."""
+        errors: list[BaseException] = []
+
+        def show() -> None:
+            try:
+                self._update_eta(history, w, s, **shown)
+            except BaseException as e:   # noqa: BLE001 (handed to the loop's thread)
+                errors.append(e)
+
+        thread = threading.Thread(target=show, name=f"eta-{self.run.job_id}", daemon=True)
+        thread.start()
+
+        def wait() -> None:
+            thread.join()
+            if errors and sys.exc_info()[1] is None:
+                raise errors[0]
+        return wait
+
     def _demand(self, history: list[EpochRecord]) -> JobDemand:
         spent = self.store.job(self.run.job_id).spent
         remaining_epochs = None
-        e = self._update_eta(history, history[-1].workers, history[-1].servers) if history else None
+        # the ETA's epochs are its point fit's: the interval's bootstrap is fitted beside the epoch
+        e = self._predict(history, history[-1].workers, history[-1].servers, interval=False)[0] if history else None
         if e is not None and e.epochs_left is not None:
             remaining_epochs = float(max(1, e.epochs_left))
         return JobDemand(
-            job_id=self.run.job_id, speed=self._fits(history)[1], remaining_epochs=remaining_epochs,
+            job_id=self.run.job_id, speed=self._speed(history), remaining_epochs=remaining_epochs,
             samples_per_epoch=float(self.n_train), max_workers=self.spec.max_workers,
             max_servers=self.spec.max_servers,
             static=(self.spec.workers, self.spec.servers) if self.spec.allocation == "static" else None,
@@ -479,14 +518,22 @@ class JobLoop:
                 elif history or (demand.speed is not None and demand.static is None):   # on earlier jobs' speeds
                     self._event("plan", f"epoch {epoch + 1}: ({alloc.workers}, {alloc.servers}): {alloc.reason}")
                 epoch += 1
-                history.append(self._execute("training", epoch, alloc.workers, alloc.servers, None, history,
-                                             first=head if self.n_train - head >= alloc.workers else 0))
+                # the last epoch's loss and ETA are shown once its curve is fitted with the interval's
+                # bootstrap, beside this epoch: it delayed every epoch by 0.1 s
+                shown = self._beside(*self._unshown) if self._unshown else None
+                self._unshown = None
+                try:
+                    history.append(self._execute("training", epoch, alloc.workers, alloc.servers, None, history,
+                                                 first=head if self.n_train - head >= alloc.workers else 0))
+                finally:
+                    if shown is not None:
+                        shown()
             finally:
                 self._epoch_over()
             measure = None
             last = history[-1]   # predicted with the cores released (where functions give them back)
-            self._update_eta(history, alloc.workers, alloc.servers, val_loss=last.val_loss,
-                             val_epoch=f"training {last.epoch}")
+            self._unshown = (list(history), alloc.workers, alloc.servers,
+                             dict(val_loss=last.val_loss, val_epoch=f"training {last.epoch}"))
 
     def _tune(self, history: list[EpochRecord]) -> tuple[str | None, tuple[int, int] | None]:
         """Tuning mini-epochs on the configurations that neither the job nor earlier jobs of its

@@ -49,13 +49,14 @@ def test_submit_trains_to_target_and_status_reads_while_running(tmp_path: Path, 
     job = write_job(tmp_path / "fast.yaml", name="fast", **FAST_JOB)
     proc = subprocess.Popen([*COACH, "submit", str(job)], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    seen_running = False
+    seen_running, shown = False, []
     while proc.poll() is None:   # a second process reads the store while the job runs
         status = run_coach("status", "--json")
         assert status.returncode == 0, status.stderr
         jobs = json.loads(status.stdout)
         seen_running |= any(j["status"] in ("tuning", "training") for j in jobs)
-        time.sleep(0.5)
+        shown += [(j["val_epoch"], j["eta"]["at"]) for j in jobs if j["eta"] and j["val_epoch"]]
+        time.sleep(0.2)
     out, err = proc.communicate()
     assert proc.returncode == 0, err
     assert seen_running
@@ -65,6 +66,9 @@ def test_submit_trains_to_target_and_status_reads_while_running(tmp_path: Path, 
     records = _history(job_rec["job_id"])
     _assert_reached_target(records, FAST_JOB["target_loss"])
     _assert_progress_names_its_losses(err, records)
+    # a loss is shown with the ETA predicted from it (fitted beside the next epoch), never an older one
+    finished = {f"{r['phase']} {r['epoch']}": r["finished_at"] for r in records}
+    assert shown and all(at >= finished[epoch] for epoch, at in shown), shown
     tuning = [r for r in records if r["phase"] == "tuning"]
     # (1, 1) and (2, 1) by mini-epochs, and (2, 2), the last, on the rest of epoch 1
     assert [(r["workers"], r["servers"]) for r in tuning] == [(1, 1), (2, 1)]

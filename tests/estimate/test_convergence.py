@@ -311,3 +311,26 @@ def test_the_closed_form_jacobian_is_the_curve_s_derivative(b: tuple[float, floa
         down[i] -= h
         numeric = (_curve(k, *up) - _curve(k, *down)) / (2 * h)
         assert np.allclose(jac[:, i], numeric, rtol=1e-5, atol=1e-9), i
+
+
+def _with_spikes(k: np.ndarray) -> np.ndarray:
+    y = curve(k, 0.3, 1.0, 0.2) + np.random.default_rng(0).normal(0, 0.01, k.size)
+    y[[7, 19]] += [0.8, 0.5]
+    return y
+
+
+@pytest.mark.parametrize(("k", "losses", "target", "streak"), [
+    pytest.param(np.array([0.256, 0.512, 1.0]), np.array([0.62, 0.41, 0.25]), 0.2, 0, id="after-tuning"),
+    pytest.param(np.arange(1, 41), _with_spikes(np.arange(1, 41)), 0.3, 0, id="noisy-with-spikes"),
+    pytest.param(np.arange(1, 31), 0.1 + 2.0 * np.exp(-np.arange(1, 31) / 15.0), 0.15, 0, id="current-rate"),
+    pytest.param(np.arange(1, 21), np.full(20, 0.8) + np.random.default_rng(2).normal(0, 0.01, 20), 0.5, 0,
+                 id="plateau-unreachable"),
+    pytest.param(np.arange(1, 11), curve(np.arange(1, 11), 0.5, 1.0, 0.1), 0.3, 2, id="streak-begun"),
+])
+def test_the_predicted_epoch_does_not_depend_on_the_bootstrap(k, losses, target, streak):
+    """The job loop plans on the point fit (no bootstrap) and fits the replicas beside the next
+    epoch, for the interval alone: that is only right if the epoch itself is the same."""
+    full = fit_convergence(k, losses).epochs_to_target(target, consecutive=3, start=int(k.max()), streak=streak)
+    point = fit_convergence(k, losses, bootstrap=0).epochs_to_target(target, consecutive=3, start=int(k.max()),
+                                                                    streak=streak)
+    assert (point.epoch, point.reachable, point.asymptote) == (full.epoch, full.reachable, full.asymptote)

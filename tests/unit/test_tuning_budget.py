@@ -252,7 +252,7 @@ def test_a_resubmitted_job_skips_tuning_what_earlier_jobs_measured(tmp_path: Pat
     store.create_job("j-new", "j", "j.yaml", asdict(spec), spec.target_loss, spec.budget)
     loop = JobLoop(JobRun(spec, "j-new", store, backend=None, coordinator=None, work_dir=tmp_path))  # type: ignore[arg-type]
     loop._before = speeds_before(store, store.job("j-new"), asdict(spec))
-    speed = loop._fits([])[1]
+    speed = loop._speed([])
     assert speed is not None
     # epoch 1 is predicted with their start-up too (each record: 1 s, of which 0.17–0.51 s training)
     assert loop._charged_overhead([]) >= 0.48

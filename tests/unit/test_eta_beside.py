@@ -1,0 +1,77 @@
+"""A training epoch's loss and ETA are stored from a thread while the next epoch runs: the
+bootstrap of the ETA's interval delayed every epoch by 0.1 s. They are stored together, a job
+that ends first stores them before its final status, and a failure there is not lost. The job
+loop runs on a real store; nothing here runs an epoch, so no backend is needed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from coach.errors import EpochFailed, StateError
+from coach.spec import load_spec
+from coach.state.records import EpochRecord
+from tests.conftest import FAST_JOB, write_job
+
+
+def _loop(tmp_path: Path):
+    from coach.job.loop import JobLoop, JobRun
+    from coach.state.store import Store
+
+    spec = load_spec(write_job(tmp_path / "j.yaml", name="j", **dict(FAST_JOB, target_loss=0.3)))
+    store = Store()
+    store.create_job("j-000000", "j", "j.yaml", {}, spec.target_loss, spec.budget)
+    return JobLoop(JobRun(spec, "j-000000", store, backend=None, coordinator=None, work_dir=tmp_path)), store  # type: ignore[arg-type]
+
+
+def _history(n: int) -> list[EpochRecord]:
+    return [EpochRecord(job_id="j-000000", phase="training", epoch=k, workers=1, servers=1, train_loss=1.0,
+                        val_loss=1 / (0.5 * k + 1) + 0.1, duration_s=2.0, samples=1000, samples_per_s=1000.0,
+                        cost=0.001, started_at=100.0 + 3 * k, finished_at=102.0 + 3 * k) for k in range(1, n + 1)]
+
+
+def _shown(history: list[EpochRecord]) -> dict:
+    return dict(val_loss=history[-1].val_loss, val_epoch=f"training {history[-1].epoch}")
+
+
+def test_the_loss_is_stored_with_its_eta_and_the_plan_s_epochs(tmp_path: Path, coach_home: Path) -> None:
+    loop, store = _loop(tmp_path)
+    history = _history(6)
+    loop._beside(history, 1, 1, _shown(history))()
+    job = store.job("j-000000")
+    assert (job.val_loss, job.val_epoch) == (history[-1].val_loss, "training 6")
+    planned = loop._predict(history, 1, 1, interval=False)[0]   # what `_demand` plans the next epoch on
+    assert job.eta["epochs_left"] == planned.epochs_left >= 1
+    assert job.eta["lo"] <= job.eta["epochs_left"] <= job.eta["hi"]   # the interval, from the bootstrap
+
+
+def test_a_job_that_ends_stores_the_last_loss_before_its_status(tmp_path: Path, coach_home: Path) -> None:
+    loop, store = _loop(tmp_path)
+    history = _history(4)
+    loop._unshown = (history, 1, 1, _shown(history))
+    loop._finish("stopped", "stopped by request after training epoch 4")
+    job = store.job("j-000000")
+    assert (job.status, job.val_epoch, job.val_loss) == ("stopped", "training 4", history[-1].val_loss)
+    assert job.eta["epochs_left"] >= 1 and loop._unshown is None
+
+
+@pytest.mark.parametrize("epoch_fails", [False, True], ids=["epoch-ran", "epoch-failed"])
+def test_a_failure_beside_the_epoch_is_raised_after_it_unless_the_epoch_failed(tmp_path: Path, coach_home: Path,
+                                                                              epoch_fails: bool) -> None:
+    loop, _ = _loop(tmp_path)
+
+    def broken(*args, **kwargs):
+        raise StateError("cannot write the job store: disk full")
+
+    loop._update_eta = broken
+    wait = loop._beside(_history(3), 1, 1, {})
+    if epoch_fails:   # the epoch's own error is what the job fails with
+        with pytest.raises(EpochFailed, match="boom"):
+            try:
+                raise EpochFailed("boom")
+            finally:
+                wait()
+    else:
+        with pytest.raises(StateError, match="disk full"):
+            wait()
