@@ -17,8 +17,9 @@ from coach.state.records import EpochRecord
 
 
 LOOP_BOOTSTRAP = 30
-"""Bootstrap replicas for a running job's interval: each costs a curve fit, and the fit sits
-between two epochs; 30 give a usable 10–90% interval at a third of the default's cost."""
+"""Bootstrap replicas for a running job's interval: each costs a curve fit, and the fit runs
+between two epochs (beside the next, since session 32); 30 give a usable 10–90% interval at a
+third of the default's cost."""
 
 
 SAME_CURVE_FIELDS = ("batch_size", "optimizer", "learning_rate", "momentum", "weight_decay")

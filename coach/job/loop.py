@@ -176,7 +176,8 @@ class JobLoop:
         self._earlier: list[EarlierRun] = []   # earlier runs of the same model and data, found when the job starts
         self._before: list[EpochRecord] = []   # earlier jobs' measured epochs (`speeds_before`)
         self._eta: tuple | None = None   # (records it was computed from, Eta | None)
-        self._unshown: tuple | None = None   # the last epoch's (history, w, s, loss fields), shown beside the next
+        self._unshown: tuple | None = None   # the last epoch's (history, w, s, loss fields), not yet shown
+        self._showing: Callable[[], None] | None = None   # waits until `_beside` has shown them
         self._started = time.time()   # this run's epochs: the gaps of a stop and resume are no wait
 
     # -- helpers ---------------------------------------------------------------------------
@@ -188,9 +189,7 @@ class JobLoop:
         return self.run.stop.is_set() or self.store.stop_requested(self.run.job_id)
 
     def _finish(self, status: str, message: str) -> str:
-        if (unshown := self._unshown) is not None:
-            self._unshown = None
-            self._update_eta(*unshown[:3], **unshown[3])
+        self._shown()
         self.store.update_job(self.run.job_id, status=status, message=message)
         self._event(status, message)
         return status
@@ -273,17 +272,19 @@ class JobLoop:
         """The loss curve, fitted once per recorded epoch: the point fit for the plan, and with its
         bootstrap replicas (0.1 s) for the interval that `coach status` shows."""
         key = (len(history), interval)
-        if key not in self._fit_cache:
-            self._fit_cache = {k: v for k, v in self._fit_cache.items() if k[0] == len(history)}
-            self._fit_cache[key] = convergence_of(history, self.n_train, self._earlier,
-                                                  **({} if interval else {"bootstrap": 0}))
-        return self._fit_cache[key]
+        if key in (cache := self._fit_cache):
+            return cache[key]
+        fit = convergence_of(history, self.n_train, self._earlier, **({} if interval else {"bootstrap": 0}))
+        self._fit_cache = {**{k: v for k, v in cache.items() if k[0] == len(history)}, key: fit}
+        return fit
 
     def _speed(self, history: list[EpochRecord]):
         """The speed model, refitted once per recorded epoch (milliseconds)."""
-        if self._speed_cache is None or self._speed_cache[0] != len(history):
-            self._speed_cache = (len(history), speed_of(history, self.spec.batch_size, self._before))
-        return self._speed_cache[1]
+        if (cache := self._speed_cache) is not None and cache[0] == len(history):
+            return cache[1]
+        speed = speed_of(history, self.spec.batch_size, self._before)
+        self._speed_cache = (len(history), speed)
+        return speed
 
     def _epoch_seconds(self, history: list[EpochRecord], speed, w: int, s: int,
                        samples: int | None = None) -> float | None:
@@ -352,8 +353,10 @@ class JobLoop:
         return e, info
 
     def _beside(self, history: list[EpochRecord], w: int, s: int, shown: dict[str, Any]) -> Callable[[], None]:
-        """Show an epoch's loss with its ETA from a thread, while the next epoch runs; the returned
-        function waits for it, and raises its error (a failed store) unless one is on its way."""
+        """Show an epoch's loss with its ETA from a thread while the next epoch runs: the ETA's
+        bootstrap delayed every epoch by 0.1 s (started sooner, beside the plan, it slowed the plan
+        down as much: the threads share one interpreter). The returned function waits for it and
+        raises its error."""
         errors: list[BaseException] = []
 
         def show() -> None:
@@ -367,15 +370,34 @@ class JobLoop:
 
         def wait() -> None:
             thread.join()
-            if errors and sys.exc_info()[1] is None:
+            if errors:
                 raise errors[0]
         return wait
 
+    def _shown(self) -> None:
+        """Show the last epoch's loss and ETA now, or wait until `_beside` has. Their error (a failed
+        store) is raised unless another is on its way (a failed epoch, a failing job): that one is
+        what the job ends with."""
+        busy = sys.exc_info()[1] is not None
+        wait, unshown = self._showing, self._unshown
+        self._showing = self._unshown = None
+        try:
+            if wait is not None:
+                wait()
+            elif unshown is not None:
+                self._update_eta(*unshown[:3], **unshown[3])
+        except Exception:
+            if not busy:
+                raise
+
     def _demand(self, history: list[EpochRecord]) -> JobDemand:
         spent = self.store.job(self.run.job_id).spent
-        remaining_epochs = None
-        # the ETA's epochs are its point fit's: the interval's bootstrap is fitted beside the epoch
-        e = self._predict(history, history[-1].workers, history[-1].servers, interval=False)[0] if history else None
+        remaining_epochs, e = None, None
+        if history:
+            w, s = history[-1].workers, history[-1].servers
+            # the point fit, while `_beside` will fit the interval; after tuning or on resume, here
+            e = (self._predict(history, w, s, interval=False)[0] if self._unshown is not None
+                 else self._update_eta(history, w, s))
         if e is not None and e.epochs_left is not None:
             remaining_epochs = float(max(1, e.epochs_left))
         return JobDemand(
@@ -518,16 +540,13 @@ class JobLoop:
                 elif history or (demand.speed is not None and demand.static is None):   # on earlier jobs' speeds
                     self._event("plan", f"epoch {epoch + 1}: ({alloc.workers}, {alloc.servers}): {alloc.reason}")
                 epoch += 1
-                # the last epoch's loss and ETA are shown once its curve is fitted with the interval's
-                # bootstrap, beside this epoch: it delayed every epoch by 0.1 s
-                shown = self._beside(*self._unshown) if self._unshown else None
-                self._unshown = None
+                if self._unshown is not None:
+                    self._showing, self._unshown = self._beside(*self._unshown), None
                 try:
                     history.append(self._execute("training", epoch, alloc.workers, alloc.servers, None, history,
                                                  first=head if self.n_train - head >= alloc.workers else 0))
                 finally:
-                    if shown is not None:
-                        shown()
+                    self._shown()
             finally:
                 self._epoch_over()
             measure = None
@@ -669,6 +688,7 @@ class JobLoop:
         def on_wait(why: str) -> None:
             nonlocal last_reason
             last_reason = why
+            self._shown()   # a wait for room: the last epoch's loss and ETA are shown now, not after it
             self._waiting(why)
 
         alloc = coord.acquire(demand, on_wait, timeout_s=timeout_s, epoch_s=epoch_s, should_stop=self._stop_requested)
@@ -684,6 +704,7 @@ class JobLoop:
             self.run.coordinator.release(self.run.job_id)
 
     def _budget_exhausted(self, left: float, predicted: float | None = None) -> str:
+        self._shown()   # the message names the last epoch's loss
         job = self.store.job(self.run.job_id)
         why = (f"the next epoch would cost {predicted:.4g} but only {left:.4g} is left" if predicted
                else f"spent {job.spent:.4g} of {self.spec.budget:g}")

@@ -1,6 +1,7 @@
 """A training epoch's loss and ETA are stored from a thread while the next epoch runs: the
 bootstrap of the ETA's interval delayed every epoch by 0.1 s. They are stored together, a job
-that ends first stores them before its final status, and a failure there is not lost. The job
+that ends first stores them before its final status (and its message), and a failure there is
+not lost. The job
 loop runs on a real store; nothing here runs an epoch, so no backend is needed."""
 
 from __future__ import annotations
@@ -46,32 +47,63 @@ def test_the_loss_is_stored_with_its_eta_and_the_plan_s_epochs(tmp_path: Path, c
     assert job.eta["lo"] <= job.eta["epochs_left"] <= job.eta["hi"]   # the interval, from the bootstrap
 
 
-def test_a_job_that_ends_stores_the_last_loss_before_its_status(tmp_path: Path, coach_home: Path) -> None:
+@pytest.mark.parametrize("ends", ["stopped", "budget_exhausted"])
+@pytest.mark.parametrize("beside", [True, False], ids=["shown-beside", "not-yet-shown"])
+def test_a_job_that_ends_stores_the_last_loss_before_its_status(tmp_path: Path, coach_home: Path, ends: str,
+                                                                beside: bool) -> None:
+    """Shown by `_beside` (the job ends during the next epoch) or still to be shown (it ends before)."""
     loop, store = _loop(tmp_path)
     history = _history(4)
-    loop._unshown = (history, 1, 1, _shown(history))
-    loop._finish("stopped", "stopped by request after training epoch 4")
+    if beside:
+        loop._showing = loop._beside(history, 1, 1, _shown(history))
+    else:
+        loop._unshown = (history, 1, 1, _shown(history))
+    if ends == "stopped":
+        loop._finish("stopped", "stopped by request after training epoch 4")
+    else:
+        loop._budget_exhausted(0.0001, predicted=0.002)
     job = store.job("j-000000")
-    assert (job.status, job.val_epoch, job.val_loss) == ("stopped", "training 4", history[-1].val_loss)
-    assert job.eta["epochs_left"] >= 1 and loop._unshown is None
+    assert (job.status, job.val_epoch, job.val_loss) == (ends, "training 4", history[-1].val_loss)
+    assert job.eta["epochs_left"] >= 1 and loop._showing is None and loop._unshown is None
+    if ends == "budget_exhausted":   # its message names that loss, not the one before it
+        assert job.message.endswith(f"validation loss {history[-1].val_loss:.4g}")
 
 
+def test_the_plan_leaves_the_eta_to_the_thread_but_shows_it_after_tuning_or_on_resume(tmp_path: Path,
+                                                                                      coach_home: Path) -> None:
+    """Between training epochs the plan takes the point fit and shows nothing (`_beside` will);
+    after tuning or on resume nothing runs beside, and the plan fits and shows the ETA itself."""
+    loop, store = _loop(tmp_path)
+    history = _history(5)
+    loop._unshown = (history, 1, 1, _shown(history))
+    between = loop._demand(history)
+    assert store.job("j-000000").eta == {} and loop._unshown is not None
+    loop._unshown = None
+    resumed = loop._demand(history)
+    assert between.remaining_epochs == resumed.remaining_epochs == store.job("j-000000").eta["epochs_left"] >= 1
+
+
+@pytest.mark.parametrize("beside", [True, False], ids=["shown-beside", "not-yet-shown"])
 @pytest.mark.parametrize("epoch_fails", [False, True], ids=["epoch-ran", "epoch-failed"])
-def test_a_failure_beside_the_epoch_is_raised_after_it_unless_the_epoch_failed(tmp_path: Path, coach_home: Path,
-                                                                              epoch_fails: bool) -> None:
+def test_a_failure_to_show_the_loss_is_raised_unless_the_epoch_failed(tmp_path: Path, coach_home: Path,
+                                                                      epoch_fails: bool, beside: bool) -> None:
     loop, _ = _loop(tmp_path)
 
     def broken(*args, **kwargs):
         raise StateError("cannot write the job store: disk full")
 
     loop._update_eta = broken
-    wait = loop._beside(_history(3), 1, 1, {})
+    if beside:
+        loop._showing = loop._beside(_history(3), 1, 1, {})
+    else:
+        loop._unshown = (_history(3), 1, 1, {})
     if epoch_fails:   # the epoch's own error is what the job fails with
         with pytest.raises(EpochFailed, match="boom"):
             try:
                 raise EpochFailed("boom")
             finally:
-                wait()
+                loop._shown()
     else:
         with pytest.raises(StateError, match="disk full"):
-            wait()
+            loop._shown()
+    assert loop._showing is None and loop._unshown is None
