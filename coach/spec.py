@@ -71,6 +71,7 @@ class JobSpec:
     max_retries: int                       # retries of one epoch before the job fails
     prices: Prices = field(default_factory=Prices)
     seed: int = 0                          # initial weights and data order; same seed, same run
+    retune: bool = False                   # tune even what earlier jobs measured (`speeds_before`)
 
     @property
     def hyper(self) -> dict[str, Any]:
@@ -83,7 +84,7 @@ FIELDS = {
     "name", "model", "dataset", "target_loss", "budget", "batch_size", "optimizer",
     "learning_rate", "momentum", "weight_decay", "allocation", "workers", "servers", "max_workers",
     "max_servers", "resources", "scheduler", "consecutive", "max_epochs", "tuning_samples",
-    "max_retries", "prices", "seed",
+    "max_retries", "prices", "seed", "retune",
 }
 
 
@@ -119,6 +120,14 @@ class _Reader:
         if ge is not None and not v >= ge:
             raise self.fail(name, f"must be >= {ge:g}, got {_shown(v)}")
         return int(v) if integer else float(v)
+
+    def flag(self, key: str, default: bool) -> bool:
+        v = self.data.get(key)
+        if v is None:
+            return default
+        if not isinstance(v, bool):   # YAML reads yes/no/on/off as booleans too; "false" in quotes is text
+            raise self.fail(key, f"must be true or false, got {_shown(v)}")
+        return v
 
     def choice(self, key: str, choices: tuple[str, ...], default: str) -> str:
         v = self.data.get(key, default)
@@ -389,6 +398,8 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
     if consecutive > max_epochs:
         raise r.fail("consecutive", f"must be <= max_epochs ({max_epochs}): the stop rule needs "
                                     f"{consecutive} training epochs in a row, got {consecutive}")
+    if static and r.flag("retune", False):   # it would be ignored without a word
+        raise r.fail("retune", "is only for allocation: dynamic; a static job does not tune")
     spec = JobSpec(
         source=source, name=name, model=model, dataset=dataset,
         target_loss=r.number("target_loss", gt=0), budget=r.number("budget", gt=0),
@@ -400,7 +411,7 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
         consecutive=consecutive, max_epochs=max_epochs,
         tuning_samples=tuning_samples,
         max_retries=r.number("max_retries", 3, integer=True, ge=0),
-        seed=r.number("seed", 0, integer=True, ge=0),
+        seed=r.number("seed", 0, integer=True, ge=0), retune=r.flag("retune", False),
         prices=Prices(r.number("cpu_core_second", DEFAULT_CPU_CORE_SECOND_PRICE, ge=0, data=prices, prefix="prices."),
                       r.number("gib_second", DEFAULT_GIB_SECOND_PRICE, ge=0, data=prices, prefix="prices.")),
     )

@@ -81,7 +81,11 @@ def speeds_before(store: Store, job: JobRecord, spec: Mapping[str, Any]) -> list
     Per configuration, not per job: a resubmitted job trains on the one (w, s) it was planned
     on, so three resubmissions would otherwise push the one job that tuned out of the window,
     and the next tuned again. Only what was recorded before the submission counts, so the job
-    loop, its resumption and `coach plot` find the same epochs without storing their ids."""
+    loop, its resumption and `coach plot` find the same epochs without storing their ids.
+    None for a job with `retune: true` (the machine changed, or was busy when they ran): it
+    tunes, and what it measures counts for the jobs after it."""
+    if spec.get("retune"):
+        return []
     epochs: list[EpochRecord] = []
     jobs_of: dict[tuple[int, int], set[str]] = {}
     for other in reversed(store.jobs()):   # newest first

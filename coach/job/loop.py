@@ -573,6 +573,9 @@ class JobLoop:
             return None, None
         before = self._before
         measured = {(r.workers, r.servers) for r in before}
+        if spec.retune and not tuned:
+            self._event("retune", "retune: true: tuning measures every configuration again, whatever earlier "
+                                  "jobs measured; later jobs start from what it measures")
 
         def demand(w: int, s: int) -> JobDemand:
             return JobDemand(job_id=self.run.job_id, speed=None, remaining_epochs=None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from coach.errors import SpecError
 from coach.spec import load_spec, parse_spec
@@ -145,6 +146,10 @@ BROKEN = [
     ("huge-integer", dict(GOOD, max_epochs=10**400), "max_epochs", "at most"),
     ("bad-prices", dict(GOOD, prices={"per_hour": 1}), "prices", "cpu_core_second"),
     ("negative-seed", dict(GOOD, seed=-1), "seed", ">= 0"),
+    ("retune-text", dict(GOOD, retune="always"), "retune", "must be true or false, got 'always'"),
+    ("retune-number", dict(GOOD, retune=1), "retune", "must be true or false, got 1"),
+    ("retune-static", dict(GOOD, allocation="static", workers=1, servers=1, retune=True), "retune",
+     "only for allocation: dynamic"),
     ("fractional-seed", dict(GOOD, seed=1.5), "seed", "whole number"),
     ("dataset-noise-text", dict(GOOD, dataset={"name": "synthetic", "noise": "loud"}), "dataset.noise",
      "must be a number"),
@@ -179,6 +184,14 @@ BROKEN = [
 def test_numbers_yaml_reads_as_text_and_cpu_strings_are_read() -> None:
     spec = parse_spec(dict(GOOD, target_loss="1e-1", resources={"worker": {"cpu": "2"}}), "x.yaml")
     assert spec.target_loss == 0.1 and spec.resources["worker"].cpu == 2.0
+
+
+@pytest.mark.parametrize(("text", "retune"), [("", False), ("retune: true\n", True), ("retune: yes\n", True),
+                                               ("retune: false\n", False), ("retune:\n", False)])
+def test_retune_is_a_yaml_boolean_off_by_default(tmp_path: Path, text: str, retune: bool) -> None:
+    path = tmp_path / "j.yaml"
+    path.write_text(yaml.safe_dump(GOOD) + text)
+    assert load_spec(path).retune is retune
 
 
 @pytest.mark.parametrize("data,field,problem", [b[1:] for b in BROKEN], ids=[b[0] for b in BROKEN])
