@@ -83,7 +83,8 @@ def speeds_before(store: Store, job: JobRecord, spec: Mapping[str, Any]) -> list
     and the next tuned again. Only what was recorded before the submission counts, so the job
     loop, its resumption and `coach plot` find the same epochs without storing their ids.
     None for a job with `retune: true` (the machine changed, or was busy when they ran): it
-    tunes, and what it measures counts for the jobs after it."""
+    tunes, and the jobs after it count what it and newer jobs measured, not what older ones did
+    (blended with those, its mini-epochs were outweighed by their whole epochs)."""
     if spec.get("retune"):
         return []
     epochs: list[EpochRecord] = []
@@ -104,6 +105,8 @@ def speeds_before(store: Store, job: JobRecord, spec: Mapping[str, Any]) -> list
             if other.job_id in seen or len(seen) < SPEED_JOBS:
                 seen.add(other.job_id)
                 epochs.append(e)
+        if other_spec.get("retune"):   # it measured anew: older jobs measured another machine, or time
+            break
     return epochs
 
 

@@ -374,6 +374,11 @@ class JobLoop:
                 raise errors[0]
         return wait
 
+    def _show_beside(self) -> None:
+        """Start showing the last epoch's loss and ETA from a thread (`_beside`)."""
+        if self._unshown is not None:
+            self._showing, self._unshown = self._beside(*self._unshown), None
+
     def _shown(self) -> None:
         """Show the last epoch's loss and ETA now, or wait until `_beside` has. Their error (a failed
         store) is raised unless another is on its way (a failed epoch, a failing job): that one is
@@ -384,7 +389,7 @@ class JobLoop:
         try:
             if wait is not None:
                 wait()
-            elif unshown is not None:
+            if unshown is not None:
                 self._update_eta(*unshown[:3], **unshown[3])
         except Exception:
             if not busy:
@@ -395,8 +400,9 @@ class JobLoop:
         remaining_epochs, e = None, None
         if history:
             w, s = history[-1].workers, history[-1].servers
-            # the point fit, while `_beside` will fit the interval; after tuning or on resume, here
-            e = (self._predict(history, w, s, interval=False)[0] if self._unshown is not None
+            # between training epochs the point fit (`_beside` fits the interval); after tuning or on
+            # resume the whole ETA, shown here
+            e = (self._predict(history, w, s, interval=False)[0] if self._unshown or self._showing
                  else self._update_eta(history, w, s))
         if e is not None and e.epochs_left is not None:
             remaining_epochs = float(max(1, e.epochs_left))
@@ -540,19 +546,19 @@ class JobLoop:
                 elif history or (demand.speed is not None and demand.static is None):   # on earlier jobs' speeds
                     self._event("plan", f"epoch {epoch + 1}: ({alloc.workers}, {alloc.servers}): {alloc.reason}")
                 epoch += 1
-                if self._unshown is not None:
-                    self._showing, self._unshown = self._beside(*self._unshown), None
-                try:
-                    history.append(self._execute("training", epoch, alloc.workers, alloc.servers, None, history,
-                                                 first=head if self.n_train - head >= alloc.workers else 0))
-                finally:
-                    self._shown()
+                self._show_beside()
+                history.append(self._execute("training", epoch, alloc.workers, alloc.servers, None, history,
+                                             first=head if self.n_train - head >= alloc.workers else 0))
             finally:
                 self._epoch_over()
             measure = None
-            last = history[-1]   # predicted with the cores released (where functions give them back)
-            self._unshown = (list(history), alloc.workers, alloc.servers,
-                             dict(val_loss=last.val_loss, val_epoch=f"training {last.epoch}"))
+            last = history[-1]
+            pending = (list(history), alloc.workers, alloc.servers,
+                       dict(val_loss=last.val_loss, val_epoch=f"training {last.epoch}"))
+            try:
+                self._shown()   # the epoch before's, shown beside this one (waited for once the room is free)
+            finally:   # if that failed, the job's final status shows this one's
+                self._unshown = pending
 
     def _tune(self, history: list[EpochRecord]) -> tuple[str | None, tuple[int, int] | None]:
         """Tuning mini-epochs on the configurations that neither the job nor earlier jobs of its
@@ -574,8 +580,8 @@ class JobLoop:
         before = self._before
         measured = {(r.workers, r.servers) for r in before}
         if spec.retune and not tuned:
-            self._event("retune", "retune: true: tuning measures every configuration again, whatever earlier "
-                                  "jobs measured; later jobs start from what it measures")
+            self._event("retune", "retune: true: no speeds measured by earlier jobs; tuning measures its own, "
+                                  "and later jobs start from them")
 
         def demand(w: int, s: int) -> JobDemand:
             return JobDemand(job_id=self.run.job_id, speed=None, remaining_epochs=None,
@@ -691,7 +697,7 @@ class JobLoop:
         def on_wait(why: str) -> None:
             nonlocal last_reason
             last_reason = why
-            self._shown()   # a wait for room: the last epoch's loss and ETA are shown now, not after it
+            self._show_beside()   # a wait for room: the last epoch's loss and ETA are shown meanwhile
             self._waiting(why)
 
         alloc = coord.acquire(demand, on_wait, timeout_s=timeout_s, epoch_s=epoch_s, should_stop=self._stop_requested)

@@ -172,12 +172,13 @@ def test_speeds_before_are_of_the_same_backend_only(tmp_path: Path) -> None:
     assert speeds_before(store, store.job("me"), SPEC) == []
 
 
-def test_a_job_that_retunes_starts_from_no_earlier_speeds_and_leaves_its_own(tmp_path: Path) -> None:
+def test_a_job_that_retunes_starts_from_no_earlier_speeds_and_later_jobs_from_its_own(tmp_path: Path) -> None:
     """`retune: true` (the machine changed, or was busy): no earlier speeds, so it tunes; the jobs
-    after it start from what it measured."""
+    after it start from what it and newer jobs measured, not from the jobs before it."""
     store = Store(tmp_path / "coach.db")
     add(store, "a", "succeeded")
     add(store, "me", "succeeded", {"retune": True})
     assert speeds_before(store, store.job("me"), dict(SPEC, retune=True)) == []
+    add(store, "b", "succeeded")
     store.create_job("next", "next", "next.yaml", SPEC, 0.1, 1.0)
-    assert {e.job_id for e in speeds_before(store, store.job("next"), SPEC)} == {"a", "me"}
+    assert {e.job_id for e in speeds_before(store, store.job("next"), SPEC)} == {"b", "me"}

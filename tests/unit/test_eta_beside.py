@@ -1,8 +1,8 @@
 """A training epoch's loss and ETA are stored from a thread while the next epoch runs: the
 bootstrap of the ETA's interval delayed every epoch by 0.1 s. They are stored together, a job
 that ends first stores them before its final status (and its message), and a failure there is
-not lost. The job
-loop runs on a real store; nothing here runs an epoch, so no backend is needed."""
+not lost. The job loop runs on a real store; nothing here runs an epoch, so no backend is
+needed."""
 
 from __future__ import annotations
 
@@ -39,7 +39,10 @@ def _shown(history: list[EpochRecord]) -> dict:
 def test_the_loss_is_stored_with_its_eta_and_the_plan_s_epochs(tmp_path: Path, coach_home: Path) -> None:
     loop, store = _loop(tmp_path)
     history = _history(6)
-    loop._beside(history, 1, 1, _shown(history))()
+    loop._unshown = (history, 1, 1, _shown(history))
+    loop._show_beside()   # as the next epoch starts, or the job waits for room
+    assert loop._unshown is None and loop._showing is not None
+    loop._shown()
     job = store.job("j-000000")
     assert (job.val_loss, job.val_epoch) == (history[-1].val_loss, "training 6")
     planned = loop._predict(history, 1, 1, interval=False)[0]   # what `_demand` plans the next epoch on
