@@ -398,7 +398,8 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
     if consecutive > max_epochs:
         raise r.fail("consecutive", f"must be <= max_epochs ({max_epochs}): the stop rule needs "
                                     f"{consecutive} training epochs in a row, got {consecutive}")
-    if static and r.flag("retune", False):   # it would be ignored without a word
+    retune = r.flag("retune", False)
+    if static and retune:   # it would be ignored without a word
         raise r.fail("retune", "is only for allocation: dynamic; a static job does not tune")
     spec = JobSpec(
         source=source, name=name, model=model, dataset=dataset,
@@ -411,7 +412,7 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
         consecutive=consecutive, max_epochs=max_epochs,
         tuning_samples=tuning_samples,
         max_retries=r.number("max_retries", 3, integer=True, ge=0),
-        seed=r.number("seed", 0, integer=True, ge=0), retune=r.flag("retune", False),
+        seed=r.number("seed", 0, integer=True, ge=0), retune=retune,
         prices=Prices(r.number("cpu_core_second", DEFAULT_CPU_CORE_SECOND_PRICE, ge=0, data=prices, prefix="prices."),
                       r.number("gib_second", DEFAULT_GIB_SECOND_PRICE, ge=0, data=prices, prefix="prices.")),
     )
