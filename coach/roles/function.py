@@ -25,19 +25,17 @@ from typing import Any
 from coach.roles import attempt_files
 from coach.roles.protocol import EpochTask, EventError, parse_task
 from coach.roles.runner import PARENT_ENV
+from coach.roles.zygote import SOCKET_ENV, Forked
 
 POLL_S = 0.05
 KILL_GRACE_S = 10.0   # a killed role must be reported finished within this
 
 
 class ForkServer:
-    """The replica's `coach.roles.runner` child, which forks one role process per event."""
+    """The replica's fork-server (`coach.roles.runner`), which forks one role process per event."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "coach.roles.runner"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     env=dict(os.environ, **{PARENT_ENV: str(os.getpid())}),
-                                     start_new_session=True)
+        self.proc = _start_fork_server()
         assert self.proc.stdout is not None
         self._out = self.proc.stdout.fileno()
         os.set_blocking(self._out, False)
@@ -73,6 +71,20 @@ class ForkServer:
             except ProcessLookupError:
                 pass
         self.proc.wait()
+
+
+def _start_fork_server() -> subprocess.Popen | Forked:
+    """Forked by the local backend's zygote, which has imported MXNet already; else started,
+    importing it itself (on Nuclio, or once the zygote is gone)."""
+    if path := os.environ.get(SOCKET_ENV):
+        try:
+            return Forked(path)
+        except OSError as e:
+            print(f"the zygote at {path} did not fork a fork-server ({e}); starting one", file=sys.stderr)
+    return subprocess.Popen([sys.executable, "-m", "coach.roles.runner"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            env=dict(os.environ, **{PARENT_ENV: str(os.getpid())}),
+                            start_new_session=True)
 
 
 def _kill_group(pid: int) -> None:

@@ -1,7 +1,8 @@
 """The role fork-server: import MXNet once, then fork one fresh process per role of an epoch.
 
 `import mxnet` costs seconds of CPU, and ps-lite membership is fixed per process, so every
-epoch needs fresh processes. A function replica therefore keeps one of these alive: it imports
+epoch needs fresh processes. A function replica therefore keeps one of these alive (on the
+local backend forked from the zygote, `zygote.py`, which has imported MXNet already): it imports
 MXNet without DMLC_ROLE (so no role starts), then, for each task line on stdin, forks a child
 that sets the DMLC environment and only then becomes a scheduler, server or worker. MXNet
 registers pthread_atfork handlers for its engine, and nothing has used OpenMP before the fork.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import select
 import signal
 import sys
 import threading
@@ -36,14 +38,21 @@ def exit_with_parent(poll_s: float = 1.0, parent: int | None = None) -> None:
     PR_SET_PDEATHSIG would fire when the parent *thread* that spawned us ends, and the
     runtime spawns from short-lived request threads, so the parent is watched instead. The
     spawner names itself in COACH_PARENT_PID, so a parent that died before we got here
-    counts as gone too.
+    counts as gone too. A fork-server the zygote forked (`zygote.py`) is not its replica's
+    child: it watches the replica through a pidfd, which also reads as gone once it has died.
     """
     if parent is None:
         parent = int(os.environ.get(PARENT_ENV) or os.getppid())
 
     def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(poll_s)
+        if os.getppid() == parent:
+            while os.getppid() == parent:
+                time.sleep(poll_s)
+        else:
+            try:
+                select.select([os.pidfd_open(parent)], [], [])
+            except ProcessLookupError:
+                pass
         try:
             os.killpg(os.getpgrp(), signal.SIGKILL)
         finally:

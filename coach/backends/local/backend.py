@@ -2,13 +2,16 @@
 
 Replicas are plain child processes of Coach (`coach.backends.local.processor`), one per
 (job, role, index), invoked over HTTP with httpx. They exit with Coach and are torn down
-with their job, so no function outlives the run that needed it.
+with their job, so no function outlives the run that needed it. Their fork-servers are
+forked from one zygote per function environment (`coach.roles.zygote`), which imports MXNet
+once for every replica of every job this process runs.
 """
 
 from __future__ import annotations
 
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,6 +30,7 @@ from coach.models.limit import USER_CODE_LIMIT_ENV, user_code_limit
 from coach.ports import free_port
 from coach.roles.protocol import READY_PATH, ROLES
 from coach.roles.runner import PARENT_ENV
+from coach.roles.zygote import SOCKET_ENV, start_zygote
 
 FUNCTIONS_DIR = Path(__file__).resolve().parents[3] / "functions"
 START_TIMEOUT_S = 60.0
@@ -40,6 +44,12 @@ STOP_TIMEOUT_S = 5.0
 class _Replica:
     proc: subprocess.Popen
     port: int
+
+
+@dataclass
+class _Zygote:
+    proc: subprocess.Popen
+    socket: str
 
 
 @dataclass
@@ -77,6 +87,8 @@ class LocalBackend:
         self._closed = False
         self._jobs: dict[str, _Job] = {}
         self._lock = threading.Lock()
+        self._zygotes: dict[tuple[tuple[str, str], ...], _Zygote] = {}
+        self._zygote_lock = threading.Lock()
         self._http = httpx.Client(limits=httpx.Limits(max_connections=256, max_keepalive_connections=64))
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -92,9 +104,35 @@ class LocalBackend:
         return {e["name"]: str(e["value"]) for e in self._function_config(role)["spec"].get("env", [])
                 if "value" in e}
 
+    def _zygote(self, env: dict[str, str]) -> str | None:
+        """The socket of the zygote for replicas with this environment, started on first use and
+        again if it died; None if none can start (each replica then imports MXNet itself)."""
+        key = tuple(sorted(env.items()))
+        with self._zygote_lock:
+            z = self._zygotes.get(key)
+            if z is not None and z.proc.poll() is None:
+                return z.socket
+            if z is not None:
+                shutil.rmtree(Path(z.socket).parent, ignore_errors=True)
+            log: Any = subprocess.DEVNULL
+            if self.log_dir is not None:
+                self.log_dir.mkdir(parents=True, exist_ok=True)
+                log = open(self.log_dir / "zygote.log", "ab")
+            try:
+                proc, path = start_zygote(env, log)
+            except OSError:   # e.g. a TMPDIR too long for a unix socket's path
+                return None
+            finally:
+                if log is not subprocess.DEVNULL:
+                    log.close()
+            self._zygotes[key] = _Zygote(proc, path)
+            return path
+
     def _start(self, job_id: str, role: str) -> subprocess.Popen:
-        env = dict(os.environ, **self._function_env(role), DMLC_NODE_HOST="127.0.0.1", PYTHONUNBUFFERED="1",
-                   **{PARENT_ENV: str(os.getpid())})
+        env = dict(os.environ, **self._function_env(role), DMLC_NODE_HOST="127.0.0.1", PYTHONUNBUFFERED="1")
+        if zygote := self._zygote(env):
+            env[SOCKET_ENV] = zygote
+        env[PARENT_ENV] = str(os.getpid())
         stderr: Any = subprocess.DEVNULL
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -245,4 +283,11 @@ class LocalBackend:
             self._closed = True
         for job_id in list(self._jobs):
             self.teardown(job_id)
+        with self._zygote_lock:   # after the replicas: their fork-servers' ends are reported by it
+            for z in self._zygotes.values():
+                if z.proc.poll() is None:
+                    os.killpg(z.proc.pid, signal.SIGKILL)
+                z.proc.wait()
+                shutil.rmtree(Path(z.socket).parent, ignore_errors=True)
+            self._zygotes.clear()
         self._http.close()

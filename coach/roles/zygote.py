@@ -1,0 +1,233 @@
+"""One warm MXNet import for every replica on this machine: fork-servers forked, not started.
+
+Each function replica keeps a fork-server (`runner.py`) that imports MXNet, about 2 s of CPU.
+A job's five replicas on a 2-core machine paid that side by side, about 5 s before its first
+epoch. The local backend therefore starts one zygote per distinct function environment (MXNet
+reads OMP_NUM_THREADS and its own variables when it loads): it imports MXNet once, and a
+replica's fork-server is forked from it in milliseconds. On Nuclio every replica is its own
+container and pays its own import; nothing outside the local backend uses this.
+
+Protocol, over a SOCK_SEQPACKET unix socket (one message each, in order):
+    replica → zygote   {"env": {...}, "cwd": "..."}, with fds: stdin, stdout, stderr
+    zygote → replica   {"pid": P}    the fork-server, which then runs `runner.main` as if started
+    zygote → replica   {"code": C}   once P has ended (C as Popen's returncode)
+The fork-server watches the replica (PARENT_ENV) as a started one watches its parent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any, IO
+
+from coach.roles.runner import PARENT_ENV, exit_with_parent, import_mxnet
+
+SOCKET_ENV = "COACH_ZYGOTE"      # the replica's environment names the zygote's socket
+LISTEN_FD_ENV = "COACH_ZYGOTE_FD"   # the zygote's: the listening socket its starter bound
+MAX_MESSAGE = 1 << 20
+
+
+def start_zygote(env: dict[str, str], stderr: int | IO[bytes] = subprocess.DEVNULL) -> tuple[subprocess.Popen, str]:
+    """A zygote with this environment, and its socket. The socket is bound and listening before
+    the zygote starts, so a replica can ask at once: its fork-server comes once the zygote has
+    imported MXNet. Once the zygote is gone, asking is refused (ConnectionRefusedError)."""
+    path = str(Path(tempfile.mkdtemp(prefix="coach-zygote-")) / "socket")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        listener.bind(path)
+        listener.listen(64)
+        proc = subprocess.Popen([sys.executable, "-m", "coach.roles.zygote"], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=stderr, pass_fds=(listener.fileno(),),
+                                env={**env, PARENT_ENV: str(os.getpid()), LISTEN_FD_ENV: str(listener.fileno())},
+                                start_new_session=True)
+    finally:
+        listener.close()   # the zygote holds it now
+    return proc, path
+
+
+class Forked:
+    """A fork-server the zygote forks for this replica, with what `ForkServer` uses of a Popen:
+    `pid`, `stdin`, `stdout`, `poll()`, `wait()` and `returncode`.
+
+    Asking does not wait for the zygote's import: the fork-server says "ready" on stdout once
+    it is forked, as a started one does once it has imported MXNet. Its exit code comes from
+    the zygote; if the zygote is gone first, the fork-server is watched through a pidfd and an
+    end reads as code 1 (the real code went with the zygote).
+    """
+
+    def __init__(self, socket_path: str) -> None:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            conn.connect(socket_path)
+            in_r, in_w = os.pipe()
+            out_r, out_w = os.pipe()
+            request = {"env": dict(os.environ, **{PARENT_ENV: str(os.getpid())}), "cwd": os.getcwd()}
+            try:
+                socket.send_fds(conn, [json.dumps(request).encode()], [in_r, out_w, 2])
+            finally:
+                os.close(in_r)
+                os.close(out_w)
+        except BaseException:
+            conn.close()
+            raise
+        self.stdin = os.fdopen(in_w, "wb")
+        self.stdout = os.fdopen(out_r, "rb", buffering=0)
+        self._conn = conn
+        self._pid: int | None = None
+        self._pidfd: int | None = None
+        self.returncode: int | None = None
+
+    @property
+    def pid(self) -> int:
+        """The fork-server's pid; waits for the zygote to fork it."""
+        while self._pid is None and self.returncode is None:
+            self._receive(block=True)
+        if self._pid is None:
+            raise ProcessLookupError("the zygote ended without forking a fork-server")
+        return self._pid
+
+    def _receive(self, block: bool) -> None:
+        """Take what the zygote sent: first the fork-server's pid, then its exit code."""
+        try:
+            message = self._conn.recv(MAX_MESSAGE, 0 if block else socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return
+        except ConnectionError:   # reset: the zygote died with our request unread
+            message = b""
+        if message and self._pid is None:
+            self._pid = int(json.loads(message)["pid"])
+            try:
+                self._pidfd = os.pidfd_open(self._pid)
+            except ProcessLookupError:   # ended and reaped already: its code is on its way
+                pass
+        elif message:
+            self._settle(int(json.loads(message)["code"]))
+        elif self._pidfd is None or select.select([self._pidfd], [], [], None if block else 0)[0]:
+            self._settle(1)   # the zygote is gone, and so is the fork-server (or it never forked one)
+
+    def _settle(self, code: int) -> None:
+        self.returncode = code
+        self._conn.close()
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+
+    def poll(self) -> int | None:
+        while self.returncode is None:
+            known = self._pid
+            self._receive(block=False)
+            if self.returncode is None and self._pid == known:   # nothing new
+                break
+        return self.returncode
+
+    def wait(self) -> int:
+        while self.returncode is None:
+            self._receive(block=True)
+        return self.returncode
+
+
+def _become_fork_server(request: dict[str, Any], fds: list[int]) -> int:
+    """In the forked child: take the replica's pipes and environment, then serve as runner.main."""
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.chdir(request["cwd"])
+    os.setsid()   # as the replica's Popen(start_new_session=True): killpg ends it and its roles
+    from coach.roles import runner
+
+    return runner.main()
+
+
+def serve(listener: socket.socket) -> None:
+    """Fork a fork-server per request; report each one's end to the replica that asked."""
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)   # only to wake the selector
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ)
+    selector.register(wake_r, selectors.EVENT_READ)
+    children: dict[int, socket.socket] = {}
+    while True:
+        for key, _ in selector.select():
+            if key.fileobj is listener:
+                conn, _ = listener.accept()
+                try:
+                    message, fds, _, _ = socket.recv_fds(conn, MAX_MESSAGE, 3)
+                    request = json.loads(message)
+                except (OSError, ValueError) as e:
+                    print(f"zygote: a bad request: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+                    conn.close()
+                    continue
+                if len(fds) != 3:
+                    for fd in fds:
+                        os.close(fd)
+                    conn.close()
+                    continue
+                pid = os.fork()
+                if pid == 0:
+                    code = 1
+                    try:   # nothing of the zygote's stays open in it: replicas read EOF from the zygote only
+                        signal.set_wakeup_fd(-1)
+                        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                        selector.close()
+                        for sock in (listener, conn, *children.values()):
+                            sock.close()
+                        os.close(wake_r)
+                        os.close(wake_w)
+                        code = _become_fork_server(request, fds)
+                    except BaseException:
+                        traceback.print_exc()
+                    finally:
+                        os._exit(code)
+                for fd in fds:
+                    os.close(fd)
+                try:
+                    conn.send(json.dumps({"pid": pid}).encode())
+                except OSError:   # the replica is gone already; its fork-server follows it
+                    pass
+                children[pid] = conn
+            else:
+                os.read(wake_r, 4096)
+        while children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            conn = children.pop(pid, None)
+            if conn is not None:
+                try:
+                    conn.send(json.dumps({"code": os.waitstatus_to_exitcode(status)}).encode())
+                except OSError:
+                    pass
+                conn.close()
+
+
+def main() -> int:
+    exit_with_parent()   # the zygote ends with the Coach process that started it
+    listener = socket.socket(fileno=int(os.environ.pop(LISTEN_FD_ENV)))
+    for var in ("DMLC_ROLE", "DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT"):
+        os.environ.pop(var, None)
+    import_mxnet()
+    from coach.data import load_dataset  # noqa: F401  (what runner.main imports after its import)
+    from coach.roles.protocol import parse_task  # noqa: F401
+    from coach.training import worker  # noqa: F401
+
+    serve(listener)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
