@@ -35,15 +35,24 @@ class ForkServer:
     """The replica's fork-server (`coach.roles.runner`), which forks one role process per event."""
 
     def __init__(self) -> None:
-        self.proc = _start_fork_server()
-        assert self.proc.stdout is not None
-        self._out = self.proc.stdout.fileno()
-        os.set_blocking(self._out, False)
-        self._buffer = b""
+        self._adopt(_start_fork_server())
         self.ready_at: float | None = None   # when MXNet was imported (time.monotonic())
 
+    def _adopt(self, proc: subprocess.Popen | Forked) -> None:
+        self.proc = proc
+        assert proc.stdout is not None
+        self._out = proc.stdout.fileno()
+        os.set_blocking(self._out, False)
+        self._buffer = b""
+
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        if self.proc.poll() is None:
+            return True
+        if isinstance(self.proc, Forked) and not self.proc.forked:   # the zygote ended before it forked one
+            self.proc.stdout.close()
+            self._adopt(_started_fork_server())
+            return True
+        return False
 
     def send(self, task: EpochTask) -> None:
         assert self.proc.stdin is not None
@@ -65,11 +74,11 @@ class ForkServer:
         return [e for e in found if e["event"] != "ready"]
 
     def close(self) -> None:
+        if isinstance(self.proc, Forked) and not self.proc.forked:
+            self.proc.abandon()   # not forked yet: not waited for (the zygote may still be importing)
+            return
         if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            _kill_group(self.proc.pid)
         self.proc.wait()
 
 
@@ -80,7 +89,11 @@ def _start_fork_server() -> subprocess.Popen | Forked:
         try:
             return Forked(path)
         except OSError as e:
-            print(f"the zygote at {path} did not fork a fork-server ({e}); starting one", file=sys.stderr)
+            print(f"the zygote at {path} did not answer ({e}); starting a fork-server", file=sys.stderr)
+    return _started_fork_server()
+
+
+def _started_fork_server() -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "coach.roles.runner"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             env=dict(os.environ, **{PARENT_ENV: str(os.getpid())}),

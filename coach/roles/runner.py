@@ -53,12 +53,25 @@ def exit_with_parent(poll_s: float = 1.0, parent: int | None = None) -> None:
                 select.select([os.pidfd_open(parent)], [], [])
             except ProcessLookupError:
                 pass
+            except OSError:   # no pidfds here (an old kernel, a seccomp filter): ask every poll_s
+                while _exists(parent):
+                    time.sleep(poll_s)
         try:
             os.killpg(os.getpgrp(), signal.SIGKILL)
         finally:
             os._exit(1)
 
     threading.Thread(target=watch, daemon=True, name="exit-with-parent").start()
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 def _dmlc_env(task: Any) -> dict[str, str]:
@@ -197,6 +210,17 @@ def import_mxnet() -> None:
                 del sys.modules[name]
 
 
+def warm_up() -> None:
+    """What a fork-server has loaded before it says it is ready: MXNet (no role may start during
+    its import) and the training code. In a fork-server the zygote forked, all of it is there."""
+    for var in ("DMLC_ROLE", "DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT"):
+        os.environ.pop(var, None)
+    import_mxnet()
+    from coach.data import load_dataset  # noqa: F401
+    from coach.roles.protocol import parse_task  # noqa: F401
+    from coach.training import worker  # noqa: F401
+
+
 def main() -> int:
     exit_with_parent()  # a role process never outlives the function replica that started it
     out = os.fdopen(os.dup(1), "w", buffering=1)
@@ -205,15 +229,11 @@ def main() -> int:
     def emit(obj: dict[str, Any]) -> None:
         out.write(json.dumps(obj) + "\n")
 
-    for var in ("DMLC_ROLE", "DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT"):
-        os.environ.pop(var, None)  # no role may start during the warm-up import
-    import_mxnet()
-
+    warm_up()
+    from coach.data import load_dataset
     from coach.roles.protocol import parse_task
-    from coach.training import worker  # noqa: F401  (warm the training imports too)
 
     emit({"event": "ready", "at": time.monotonic()})   # the system-wide clock the replica reads too
-    from coach.data import load_dataset
 
     for line in sys.stdin:
         task = parse_task(line)

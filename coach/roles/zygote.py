@@ -20,16 +20,18 @@ import json
 import os
 import select
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import traceback
 from pathlib import Path
 from typing import Any, IO
 
-from coach.roles.runner import PARENT_ENV, exit_with_parent, import_mxnet
+from coach.roles.runner import PARENT_ENV, exit_with_parent, warm_up
 
 SOCKET_ENV = "COACH_ZYGOTE"      # the replica's environment names the zygote's socket
 LISTEN_FD_ENV = "COACH_ZYGOTE_FD"   # the zygote's: the listening socket its starter bound
@@ -40,15 +42,19 @@ def start_zygote(env: dict[str, str], stderr: int | IO[bytes] = subprocess.DEVNU
     """A zygote with this environment, and its socket. The socket is bound and listening before
     the zygote starts, so a replica can ask at once: its fork-server comes once the zygote has
     imported MXNet. Once the zygote is gone, asking is refused (ConnectionRefusedError)."""
-    path = str(Path(tempfile.mkdtemp(prefix="coach-zygote-")) / "socket")
+    folder = tempfile.mkdtemp(prefix="coach-zygote-")
+    path = str(Path(folder) / "socket")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
-        listener.bind(path)
-        listener.listen(64)
+        listener.bind(path)   # OSError if TMPDIR makes the path too long for a unix socket
+        listener.listen(256)
         proc = subprocess.Popen([sys.executable, "-m", "coach.roles.zygote"], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=stderr, pass_fds=(listener.fileno(),),
                                 env={**env, PARENT_ENV: str(os.getpid()), LISTEN_FD_ENV: str(listener.fileno())},
                                 start_new_session=True)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     finally:
         listener.close()   # the zygote holds it now
     return proc, path
@@ -56,7 +62,8 @@ def start_zygote(env: dict[str, str], stderr: int | IO[bytes] = subprocess.DEVNU
 
 class Forked:
     """A fork-server the zygote forks for this replica, with what `ForkServer` uses of a Popen:
-    `pid`, `stdin`, `stdout`, `poll()`, `wait()` and `returncode`.
+    `pid`, `stdin`, `stdout`, `poll()`, `wait()` and `returncode`; `forked` is False until
+    the zygote has forked it (or if it never did).
 
     Asking does not wait for the zygote's import: the fork-server says "ready" on stdout once
     it is forked, as a started one does once it has imported MXNet. Its exit code comes from
@@ -66,86 +73,117 @@ class Forked:
 
     def __init__(self, socket_path: str) -> None:
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pipes: list[int] = []
         try:
             conn.connect(socket_path)
-            in_r, in_w = os.pipe()
-            out_r, out_w = os.pipe()
+            pipes = [*os.pipe(), *os.pipe()]
+            in_r, in_w, out_r, out_w = pipes
             request = {"env": dict(os.environ, **{PARENT_ENV: str(os.getpid())}), "cwd": os.getcwd()}
-            try:
-                socket.send_fds(conn, [json.dumps(request).encode()], [in_r, out_w, 2])
-            finally:
-                os.close(in_r)
-                os.close(out_w)
+            socket.send_fds(conn, [json.dumps(request).encode()], [in_r, out_w, 2])
         except BaseException:
+            for fd in pipes:
+                os.close(fd)
             conn.close()
             raise
+        os.close(in_r)
+        os.close(out_w)
         self.stdin = os.fdopen(in_w, "wb")
         self.stdout = os.fdopen(out_r, "rb", buffering=0)
         self._conn = conn
+        self._lock = threading.Lock()   # the replica's readiness, events and stop may ask at once
         self._pid: int | None = None
         self._pidfd: int | None = None
         self.returncode: int | None = None
 
     @property
+    def forked(self) -> bool:
+        self.poll()
+        return self._pid is not None
+
+    @property
     def pid(self) -> int:
         """The fork-server's pid; waits for the zygote to fork it."""
-        while self._pid is None and self.returncode is None:
-            self._receive(block=True)
+        with self._lock:
+            while self._pid is None and self.returncode is None:
+                self._receive(block=True)
         if self._pid is None:
             raise ProcessLookupError("the zygote ended without forking a fork-server")
         return self._pid
 
-    def _receive(self, block: bool) -> None:
-        """Take what the zygote sent: first the fork-server's pid, then its exit code."""
+    def _receive(self, block: bool) -> bool:
+        """Take one thing the zygote sent (the fork-server's pid, then its exit code), or notice
+        that the zygote is gone; whether anything changed. Called with the lock held."""
         try:
             message = self._conn.recv(MAX_MESSAGE, 0 if block else socket.MSG_DONTWAIT)
         except BlockingIOError:
-            return
+            return False
         except ConnectionError:   # reset: the zygote died with our request unread
             message = b""
-        if message and self._pid is None:
-            self._pid = int(json.loads(message)["pid"])
-            try:
-                self._pidfd = os.pidfd_open(self._pid)
-            except ProcessLookupError:   # ended and reaped already: its code is on its way
-                pass
-        elif message:
-            self._settle(int(json.loads(message)["code"]))
-        elif self._pidfd is None or select.select([self._pidfd], [], [], None if block else 0)[0]:
+        if message:
+            said = json.loads(message)
+            if "pid" in said:
+                self._pid = int(said["pid"])
+                try:
+                    self._pidfd = os.pidfd_open(self._pid)
+                except OSError:   # ended and reaped already (its code is on its way), or no pidfds here
+                    pass
+            else:
+                self._settle(int(said["code"]))
+            return True
+        if self._pidfd is None or select.select([self._pidfd], [], [], None if block else 0)[0]:
             self._settle(1)   # the zygote is gone, and so is the fork-server (or it never forked one)
+            return True
+        return False
 
     def _settle(self, code: int) -> None:
         self.returncode = code
         self._conn.close()
         if self._pidfd is not None:
             os.close(self._pidfd)
+            self._pidfd = None
 
     def poll(self) -> int | None:
-        while self.returncode is None:
-            known = self._pid
-            self._receive(block=False)
-            if self.returncode is None and self._pid == known:   # nothing new
-                break
+        if self._lock.acquire(blocking=False):   # else another thread is waiting for the news
+            try:
+                while self.returncode is None and self._receive(block=False):
+                    pass
+            finally:
+                self._lock.release()
         return self.returncode
 
     def wait(self) -> int:
-        while self.returncode is None:
-            self._receive(block=True)
+        with self._lock:
+            while self.returncode is None:
+                self._receive(block=True)
         return self.returncode
+
+    def abandon(self) -> None:
+        """Stop waiting for a fork-server not forked yet: it ends at once on its stdin's EOF."""
+        self.stdin.close()
+        with self._lock:
+            if self.returncode is None:
+                self._settle(1)
 
 
 def _become_fork_server(request: dict[str, Any], fds: list[int]) -> int:
     """In the forked child: take the replica's pipes and environment, then serve as runner.main."""
+    os.setsid()   # first, as a started one's Popen(start_new_session=True): killpg(pid) reaches it from its pid on
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
-    os.setsid()   # as the replica's Popen(start_new_session=True): killpg ends it and its roles
     from coach.roles import runner
 
     return runner.main()
+
+
+def _close_all(fds: list[int], *socks: socket.socket) -> None:
+    for fd in fds:
+        os.close(fd)
+    for sock in socks:
+        sock.close()
 
 
 def serve(listener: socket.socket) -> None:
@@ -160,45 +198,39 @@ def serve(listener: socket.socket) -> None:
     children: dict[int, socket.socket] = {}
     while True:
         for key, _ in selector.select():
-            if key.fileobj is listener:
-                conn, _ = listener.accept()
-                try:
-                    message, fds, _, _ = socket.recv_fds(conn, MAX_MESSAGE, 3)
-                    request = json.loads(message)
-                except (OSError, ValueError) as e:
-                    print(f"zygote: a bad request: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
-                    conn.close()
-                    continue
-                if len(fds) != 3:
-                    for fd in fds:
-                        os.close(fd)
-                    conn.close()
-                    continue
-                pid = os.fork()
-                if pid == 0:
-                    code = 1
-                    try:   # nothing of the zygote's stays open in it: replicas read EOF from the zygote only
-                        signal.set_wakeup_fd(-1)
-                        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                        selector.close()
-                        for sock in (listener, conn, *children.values()):
-                            sock.close()
-                        os.close(wake_r)
-                        os.close(wake_w)
-                        code = _become_fork_server(request, fds)
-                    except BaseException:
-                        traceback.print_exc()
-                    finally:
-                        os._exit(code)
-                for fd in fds:
-                    os.close(fd)
-                try:
-                    conn.send(json.dumps({"pid": pid}).encode())
-                except OSError:   # the replica is gone already; its fork-server follows it
-                    pass
-                children[pid] = conn
-            else:
+            if key.fileobj is not listener:
                 os.read(wake_r, 4096)
+                continue
+            conn, _ = listener.accept()
+            fds: list[int] = []
+            try:
+                message, fds, _, _ = socket.recv_fds(conn, MAX_MESSAGE, 3)
+                request = json.loads(message)
+                if len(fds) != 3:
+                    raise ValueError(f"{len(fds)} file descriptors, not 3")
+                pid = os.fork()
+            except (OSError, ValueError) as e:   # a bad request, or no fork to be had: the replica starts its own
+                print(f"zygote: no fork-server: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+                _close_all(fds, conn)
+                continue
+            if pid == 0:
+                code = 1
+                try:   # nothing of the zygote's stays open in it: replicas read EOF from the zygote only
+                    signal.set_wakeup_fd(-1)
+                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                    selector.close()
+                    _close_all([wake_r, wake_w], listener, conn, *children.values())
+                    code = _become_fork_server(request, fds)
+                except BaseException:
+                    traceback.print_exc()
+                finally:
+                    os._exit(code)
+            _close_all(fds)
+            try:
+                conn.send(json.dumps({"pid": pid}).encode())
+            except OSError:   # the replica is gone already; its fork-server follows it
+                pass
+            children[pid] = conn
         while children:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -206,8 +238,7 @@ def serve(listener: socket.socket) -> None:
                 break
             if pid == 0:
                 break
-            conn = children.pop(pid, None)
-            if conn is not None:
+            if (conn := children.pop(pid, None)) is not None:
                 try:
                     conn.send(json.dumps({"code": os.waitstatus_to_exitcode(status)}).encode())
                 except OSError:
@@ -218,13 +249,7 @@ def serve(listener: socket.socket) -> None:
 def main() -> int:
     exit_with_parent()   # the zygote ends with the Coach process that started it
     listener = socket.socket(fileno=int(os.environ.pop(LISTEN_FD_ENV)))
-    for var in ("DMLC_ROLE", "DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT"):
-        os.environ.pop(var, None)
-    import_mxnet()
-    from coach.data import load_dataset  # noqa: F401  (what runner.main imports after its import)
-    from coach.roles.protocol import parse_task  # noqa: F401
-    from coach.training import worker  # noqa: F401
-
+    warm_up()
     serve(listener)
     return 0
 

@@ -57,6 +57,36 @@ def test_caches_of_a_replaced_source_are_removed_when_its_own_is_written(tmp_pat
     assert sorted(p.name for p in current.parent.iterdir()) == sorted([current.name, other.name])
 
 
+def test_digits_are_sklearns_without_importing_sklearn(tmp_path: Path) -> None:
+    """The arrays `load_digits` gives, parsed and from the cache, read in a process that never
+    imports sklearn (the role fork-server's MXNet import leaves it out: 0.7 s of CPU)."""
+    import os
+    import subprocess
+    import sys
+
+    from sklearn.datasets import load_digits
+
+    from coach.data.datasets import _split
+    from tests.conftest import ROOT
+
+    d = load_digits()
+    want = _split("digits", (d.images / 16.0).reshape(-1, 1, 8, 8).astype(np.float32), d.target.astype(np.int64), 10)
+    code = ("import sys, numpy as np\n"
+            "from coach.data.datasets import _digits\n"
+            "d = _digits({})\n"
+            "np.savez(sys.argv[1], x_train=d.x_train, y_train=d.y_train, x_val=d.x_val, y_val=d.y_val)\n"
+            "assert 'sklearn' not in sys.modules, 'sklearn was imported'\n")
+    for run in ("parsed", "cached"):
+        out = tmp_path / f"{run}.npz"
+        done = subprocess.run([sys.executable, "-c", code, str(out)], cwd=ROOT, capture_output=True, text=True,
+                              env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "c")), timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        got = np.load(out)
+        for name in ("x_train", "y_train", "x_val", "y_val"):
+            assert got[name].dtype == getattr(want, name).dtype and np.array_equal(got[name], getattr(want, name)), name
+    assert [p.name.split("-")[0] for p in (tmp_path / "c" / "coach" / "datasets").iterdir()] == ["digits.csv.gz"]
+
+
 def test_mnist_loads_where_the_cache_cannot_be_written(tmp_path: Path, monkeypatch) -> None:
     (tmp_path / "file").write_text("")   # the cache folder's parent is a file
     x_train, y_train, _, _ = _mnist_arrays(monkeypatch, tmp_path / "file")

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -73,17 +74,29 @@ def ready(url: str) -> bool:
     return httpx.get(url.rstrip("/") + READY_PATH, timeout=10).status_code == 200
 
 
+def sockets_of(pid: int) -> list[str]:
+    links = []
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            links.append(os.readlink(fd))
+        except OSError:
+            pass
+    return [link for link in links if link.startswith("socket:")]
+
+
 def test_a_replica_serves_events_from_a_fork_server_the_zygote_forked(zygote) -> None:
     z, path = zygote
-    with replica(path) as (proc, url):
-        assert eventually(lambda: ready(url))
-        [fork_server] = children_of(z.pid)   # the zygote's child, not the replica's
-        assert children_of(proc.pid) == []
+    with replica(path) as (first, url), replica(path) as (second, other):
+        assert eventually(lambda: ready(url) and ready(other))
+        fork_servers = children_of(z.pid)   # the zygote's children, not the replicas'
+        assert len(fork_servers) == 2 and children_of(first.pid) == children_of(second.pid) == []
+        # none holds the zygote's socket, or another replica's connection to it
+        assert [sockets_of(pid) for pid in fork_servers] == [[], []]
         # an event whose group never forms: the fork-server forks the role, which is killed at
         # its deadline and reported finished, and the replica stays warm on the same fork-server
         r = httpx.post(url, json=dict(VALID, deadline_s=2), timeout=60)
         assert r.status_code == 504, r.text
-        assert ready(url) and children_of(z.pid) == [fork_server]
+        assert ready(url) and sorted(children_of(z.pid)) == sorted(fork_servers)
 
 
 def test_the_fork_server_ends_with_its_replica(zygote) -> None:
@@ -137,9 +150,10 @@ def test_the_backend_starts_one_zygote_and_again_once_it_died(tmp_path) -> None:
     assert not any(b"coach.roles.zygote" in Path(f"/proc/{pid}/cmdline").read_bytes() for pid in children_of(os.getpid()))
 
 
-def test_asking_does_not_wait_for_the_zygotes_import(tmp_path) -> None:
+def test_asking_does_not_wait_for_the_zygotes_import(tmp_path, monkeypatch) -> None:
     """A zygote still importing MXNet is a socket that has not accepted yet: the replica's
-    runtime starts at once (and then says it is not ready), instead of blocking its start."""
+    runtime starts at once (and then says it is not ready), instead of blocking its start, and
+    is closed at once. One that dies before it forks leaves the replica to start its own."""
     import socket
 
     from coach.roles.function import FunctionRuntime
@@ -150,16 +164,20 @@ def test_asking_does_not_wait_for_the_zygotes_import(tmp_path) -> None:
     importing.listen(8)
     try:
         forked = Forked(path)
-        assert forked.poll() is None
-        os.environ[SOCKET_ENV] = path
-        try:
-            runtime = FunctionRuntime("worker")
-        finally:
-            del os.environ[SOCKET_ENV]
+        assert forked.poll() is None and not forked.forked
+        monkeypatch.setenv(SOCKET_ENV, path)
+        runtime, closing = FunctionRuntime("worker"), FunctionRuntime("worker")
         assert runtime.readiness()[0] == 503
-        for _ in range(2):   # the zygote, done importing, takes both requests and dies before forking
+        done = threading.Thread(target=closing.close)
+        done.start()
+        done.join(5)
+        assert not done.is_alive(), "closing waited for the zygote's import"
+        importing.settimeout(1)
+        for _ in range(3):   # the zygote, done importing, takes the requests and dies before forking
             importing.accept()[0].close()
-        assert forked.wait() == 1
-        assert runtime.readiness()[0] == 500
+        assert forked.wait() == 1 and not forked.forked
+        # the replica starts a fork-server of its own, which imports MXNet
+        assert eventually(lambda: runtime.readiness()[0] == 200, timeout=120)
+        runtime.close()
     finally:
         importing.close()

@@ -109,6 +109,8 @@ class LocalBackend:
         again if it died; None if none can start (each replica then imports MXNet itself)."""
         key = tuple(sorted(env.items()))
         with self._zygote_lock:
+            if self._closed:   # shutting down: the replica being started is stopped anyway
+                return None
             z = self._zygotes.get(key)
             if z is not None and z.proc.poll() is None:
                 return z.socket
