@@ -49,7 +49,7 @@ class ForkServer:
         if self.proc.poll() is None:
             return True
         if isinstance(self.proc, Forked) and not self.proc.forked:   # the zygote ended before it forked one
-            self.proc.stdout.close()
+            self.proc.abandon()
             self._adopt(_started_fork_server())
             return True
         return False

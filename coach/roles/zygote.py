@@ -158,8 +158,10 @@ class Forked:
         return self.returncode
 
     def abandon(self) -> None:
-        """Stop waiting for a fork-server not forked yet: it ends at once on its stdin's EOF."""
+        """Let go of a fork-server not forked yet (one forked later ends at once on its stdin's
+        EOF), or of one that has ended: close the pipes and the connection."""
         self.stdin.close()
+        self.stdout.close()
         with self._lock:
             if self.returncode is None:
                 self._settle(1)

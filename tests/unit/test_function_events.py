@@ -27,11 +27,12 @@ VALID = dict(job_id="j", epoch=1, attempt="a", role="worker", root_uri="127.0.0.
 
 
 @contextmanager
-def fresh_replica(role: str = "worker") -> Iterator[tuple[subprocess.Popen, str]]:
+def fresh_replica(role: str = "worker", env: dict[str, str] | None = None) -> Iterator[tuple[subprocess.Popen, str]]:
     """A role function's replica (the local processor) and its URL, as soon as it listens:
-    its fork-server is still importing MXNet."""
+    its fork-server is still importing MXNet. `env` is added to its environment."""
     proc = subprocess.Popen([sys.executable, "-m", "coach.backends.local.processor",
-                             str(ROOT / "functions" / role)], stdout=subprocess.PIPE, cwd=ROOT)
+                             str(ROOT / "functions" / role)], stdout=subprocess.PIPE, cwd=ROOT,
+                            env=dict(os.environ, **(env or {})))
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline().decode()

@@ -8,10 +8,8 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
@@ -21,8 +19,7 @@ import pytest
 from coach.backends.local import LocalBackend
 from coach.roles.protocol import READY_PATH
 from coach.roles.zygote import SOCKET_ENV, Forked, start_zygote
-from tests.conftest import ROOT
-from tests.unit.test_function_events import VALID
+from tests.unit.test_function_events import VALID, fresh_replica
 
 
 def children_of(pid: int) -> list[int]:
@@ -55,19 +52,9 @@ def zygote() -> Iterator[tuple[subprocess.Popen, str]]:
         proc.wait()
 
 
-@contextmanager
-def replica(socket_path: str) -> Iterator[tuple[subprocess.Popen, str]]:
-    """A worker function's replica (the local processor) asking the zygote at `socket_path`."""
-    proc = subprocess.Popen([sys.executable, "-m", "coach.backends.local.processor", str(ROOT / "functions" / "worker")],
-                            stdout=subprocess.PIPE, cwd=ROOT, env=dict(os.environ, **{SOCKET_ENV: socket_path}))
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline().decode()
-        assert line.startswith("listening "), line
-        yield proc, f"http://127.0.0.1:{line.split()[1]}/"
-    finally:
-        proc.kill()
-        proc.wait(10)
+def replica(socket_path: str):
+    """A worker function's replica asking the zygote at `socket_path`."""
+    return fresh_replica("worker", env={SOCKET_ENV: socket_path})
 
 
 def ready(url: str) -> bool:
