@@ -7,7 +7,7 @@ reads OMP_NUM_THREADS and its own variables when it loads): it imports MXNet onc
 replica's fork-server is forked from it in milliseconds. On Nuclio every replica is its own
 container and pays its own import; nothing outside the local backend uses this.
 
-Protocol, over a SOCK_SEQPACKET unix socket (one message each, in order):
+Protocol, over a SOCK_SEQPACKET unix socket of the same user (one message each, in order):
     replica → zygote   {"env": {...}, "cwd": "..."}, with fds: stdin, stdout, stderr
     zygote → replica   {"pid": P}    the fork-server, which then runs `runner.main` as if started
     zygote → replica   {"code": C}   once P has ended (C as Popen's returncode)
@@ -18,17 +18,16 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import select
 import selectors
-import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import traceback
-from pathlib import Path
 from typing import Any, IO
 
 from coach.roles.runner import PARENT_ENV, exit_with_parent, warm_up
@@ -39,25 +38,36 @@ MAX_MESSAGE = 1 << 20
 
 
 def start_zygote(env: dict[str, str], stderr: int | IO[bytes] = subprocess.DEVNULL) -> tuple[subprocess.Popen, str]:
-    """A zygote with this environment, and its socket. The socket is bound and listening before
-    the zygote starts, so a replica can ask at once: its fork-server comes once the zygote has
-    imported MXNet. Once the zygote is gone, asking is refused (ConnectionRefusedError)."""
-    folder = tempfile.mkdtemp(prefix="coach-zygote-")
-    path = str(Path(folder) / "socket")
+    """A zygote with this environment, and its socket's name. The socket is bound and listening
+    before the zygote starts, so a replica can ask at once: its fork-server comes once the zygote
+    has imported MXNet. Once the zygote is gone, asking is refused (ConnectionRefusedError).
+
+    The name is in Linux's abstract namespace ("@…"): no file to remove however the zygote ends,
+    no path-length limit. Anyone on the machine can connect to it, so the zygote serves only
+    processes of its own user (SO_PEERCRED)."""
+    name = f"@coach-zygote-{os.getpid()}-{secrets.token_hex(8)}"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
-        listener.bind(path)   # OSError if TMPDIR makes the path too long for a unix socket
+        listener.bind(_address(name))
         listener.listen(256)
         proc = subprocess.Popen([sys.executable, "-m", "coach.roles.zygote"], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=stderr, pass_fds=(listener.fileno(),),
                                 env={**env, PARENT_ENV: str(os.getpid()), LISTEN_FD_ENV: str(listener.fileno())},
                                 start_new_session=True)
-    except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
-        raise
     finally:
         listener.close()   # the zygote holds it now
-    return proc, path
+    return proc, name
+
+
+def _address(name: str) -> str:
+    """A socket name as an environment variable can hold it ("@…" for the abstract namespace,
+    whose names start with a NUL byte) → its address."""
+    return "\0" + name[1:] if name.startswith("@") else name
+
+
+def _same_user(conn: socket.socket) -> bool:
+    _, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    return uid == os.getuid()
 
 
 class Forked:
@@ -71,11 +81,11 @@ class Forked:
     end reads as code 1 (the real code went with the zygote).
     """
 
-    def __init__(self, socket_path: str) -> None:
+    def __init__(self, socket_name: str) -> None:
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         pipes: list[int] = []
         try:
-            conn.connect(socket_path)
+            conn.connect(_address(socket_name))
             pipes = [*os.pipe(), *os.pipe()]
             in_r, in_w, out_r, out_w = pipes
             request = {"env": dict(os.environ, **{PARENT_ENV: str(os.getpid())}), "cwd": os.getcwd()}
@@ -206,6 +216,8 @@ def serve(listener: socket.socket) -> None:
             conn, _ = listener.accept()
             fds: list[int] = []
             try:
+                if not _same_user(conn):
+                    raise PermissionError("a request from another user")
                 message, fds, _, _ = socket.recv_fds(conn, MAX_MESSAGE, 3)
                 request = json.loads(message)
                 if len(fds) != 3:

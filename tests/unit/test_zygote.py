@@ -168,3 +168,29 @@ def test_asking_does_not_wait_for_the_zygotes_import(tmp_path, monkeypatch) -> N
         runtime.close()
     finally:
         importing.close()
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to ask as another user")
+def test_the_zygote_forks_only_for_its_own_user(zygote) -> None:
+    """Its socket is in the abstract namespace, which any user can reach: a request from another
+    user is refused, and the zygote serves its own user on."""
+    _, name = zygote
+    pid = os.fork()
+    if pid == 0:   # a process of user nobody asks
+        code = 2
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            forked = Forked(name)
+            assert eventually(lambda: forked.forked or forked.poll() is not None)
+            code = 1 if forked.forked else 0   # refused: the zygote closed without forking
+            if forked.forked:
+                os.killpg(forked.pid, signal.SIGKILL)
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "another user's request was served"
+    forked = Forked(name)
+    assert json.loads(forked.stdout.readline())["event"] == "ready"
+    os.killpg(forked.pid, signal.SIGKILL)
+    assert forked.wait() == -signal.SIGKILL

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -114,15 +113,13 @@ class LocalBackend:
             z = self._zygotes.get(key)
             if z is not None and z.proc.poll() is None:
                 return z.socket
-            if z is not None:
-                shutil.rmtree(Path(z.socket).parent, ignore_errors=True)
             log: Any = subprocess.DEVNULL
             if self.log_dir is not None:
                 self.log_dir.mkdir(parents=True, exist_ok=True)
                 log = open(self.log_dir / "zygote.log", "ab")
             try:
                 proc, path = start_zygote(env, log)
-            except OSError:   # e.g. a TMPDIR too long for a unix socket's path
+            except OSError:   # e.g. no more processes: each replica imports MXNet itself
                 return None
             finally:
                 if log is not subprocess.DEVNULL:
@@ -290,6 +287,5 @@ class LocalBackend:
                 if z.proc.poll() is None:
                     os.killpg(z.proc.pid, signal.SIGKILL)
                 z.proc.wait()
-                shutil.rmtree(Path(z.socket).parent, ignore_errors=True)
             self._zygotes.clear()
         self._http.close()
