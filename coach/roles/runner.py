@@ -45,17 +45,10 @@ def exit_with_parent(poll_s: float = 1.0, parent: int | None = None) -> None:
         parent = int(os.environ.get(PARENT_ENV) or os.getppid())
 
     def watch() -> None:
-        if os.getppid() == parent:
-            while os.getppid() == parent:
-                time.sleep(poll_s)
-        else:
-            try:
-                select.select([os.pidfd_open(parent)], [], [])
-            except ProcessLookupError:
-                pass
-            except OSError:   # no pidfds here (an old kernel, a seccomp filter): ask every poll_s
-                while _exists(parent):
-                    time.sleep(poll_s)
+        if os.getppid() != parent:   # forked by the zygote, or the parent is gone already
+            _wait_for_exit(parent, poll_s)
+        while os.getppid() == parent:
+            time.sleep(poll_s)
         try:
             os.killpg(os.getpgrp(), signal.SIGKILL)
         finally:
@@ -64,14 +57,23 @@ def exit_with_parent(poll_s: float = 1.0, parent: int | None = None) -> None:
     threading.Thread(target=watch, daemon=True, name="exit-with-parent").start()
 
 
-def _exists(pid: int) -> bool:
+def _wait_for_exit(pid: int, poll_s: float) -> None:
+    """Until `pid`, not our child, has died (a zombie counts as dead through a pidfd)."""
     try:
-        os.kill(pid, 0)
+        select.select([os.pidfd_open(pid)], [], [])
+        return
     except ProcessLookupError:
-        return False
-    except PermissionError:
+        return
+    except OSError:   # no pidfds here (an old kernel, a seccomp filter): ask every poll_s
         pass
-    return True
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        except PermissionError:
+            pass
+        time.sleep(poll_s)
 
 
 def _dmlc_env(task: Any) -> dict[str, str]:
