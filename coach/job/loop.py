@@ -579,9 +579,6 @@ class JobLoop:
             return None, None
         before = self._before
         measured = {(r.workers, r.servers) for r in before}
-        if spec.retune and not tuned:
-            self._event("retune", "retune: true: no speeds measured by earlier jobs; tuning measures its own, "
-                                  "and later jobs start from them")
 
         def demand(w: int, s: int) -> JobDemand:
             return JobDemand(job_id=self.run.job_id, speed=None, remaining_epochs=None,
@@ -608,6 +605,9 @@ class JobLoop:
             self._event("tuning_skipped", f"{c}: it never fits the backend: {why}")
         if not (configs := [c for c in configs if c not in known]):
             return None, None
+        if spec.retune and not tuned:   # said once something is left to measure
+            self._event("retune", "retune: true: no speeds measured by earlier jobs; tuning measures its own, "
+                                  "and later jobs start from them")
         # start every function tuning will use at once, so that they import MXNet side by side
         # instead of a cold replica delaying each later mini-epoch (scaled-down replicas stay warm)
         ahead: tuple[int, int] | None = (max(w for w, _ in configs), max(s for _, s in configs))

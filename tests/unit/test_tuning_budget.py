@@ -198,6 +198,27 @@ def test_tuning_begun_by_an_older_coach_is_not_continued_on_epoch_1s_samples(tmp
     assert event["message"].startswith("(2, 1), (2, 2): this job's tuning began under an older Coach")
 
 
+def test_a_retune_with_nothing_to_measure_says_nothing_of_tuning(tmp_path: Path, coach_home: Path) -> None:
+    """`retune: true` on a backend where no tuning configuration fits: no `retune` event saying
+    that tuning measures its own speeds (it once was written before the configurations were
+    checked). The backend is never asked (None here)."""
+    from coach.backends.base import Capacity
+    from coach.job.coordinator import Coordinator
+    from coach.job.loop import JobLoop, JobRun
+    from coach.state.store import Store
+
+    spec = load_spec(write_job(tmp_path / "j.yaml", name="j", **dict(FAST_JOB, retune=True)))
+    store = Store()
+    store.create_job("j-000000", "j", "j.yaml", {}, spec.target_loss, spec.budget)
+    tiny = Coordinator(Capacity(cpu=0.1, memory_gib=64.0))
+    loop = JobLoop(JobRun(spec, "j-000000", store, backend=None, coordinator=tiny, work_dir=tmp_path))  # type: ignore[arg-type]
+    loop._before = []
+    history: list[EpochRecord] = []
+    assert loop._tune(history) == (None, None)
+    assert history == []
+    assert [e["kind"] for e in store.events("j-000000") if e["kind"] == "retune"] == []
+
+
 MEASURED = "earlier job(s) of the same model, data, batch, resources and scheduler on this backend"
 
 
