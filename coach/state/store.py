@@ -64,6 +64,23 @@ _ADDED_COLUMNS = {"jobs": [("val_epoch", "TEXT NOT NULL DEFAULT ''"), ("earlier_
                           ("backend", "TEXT NOT NULL DEFAULT 'local'")],
                  "epochs": [("first_sample", "INTEGER NOT NULL DEFAULT -1")]}
 
+
+
+@functools.cache
+def _expected_columns() -> dict[str, frozenset[str]]:
+    """Every table's columns as this Coach makes them (SCHEMA and the added columns)."""
+    mem = sqlite3.connect(":memory:")
+    try:
+        mem.executescript(SCHEMA)
+        for table, added in _ADDED_COLUMNS.items():
+            for name, decl in added:
+                mem.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
+        tables = [r[0] for r in mem.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                            "AND name NOT LIKE 'sqlite_%'")]
+        return {t: frozenset(r[1] for r in mem.execute(f"PRAGMA table_info({t})")) for t in tables}
+    finally:
+        mem.close()
+
 _JOB_COLUMNS = ("job_id", "name", "spec_path", "status", "target_loss", "budget", "spent", "workers",
                 "servers", "epoch", "val_loss", "val_epoch", "earlier_job", "backend", "message", "created_at",
                 "updated_at")
@@ -155,6 +172,12 @@ class Store:
                             except sqlite3.OperationalError as e:   # another process added it first
                                 if "duplicate column" not in str(e):
                                     raise
+                for table, want in _expected_columns().items():   # else a read failed as a traceback
+                    have = {r["name"] for r in c.execute(f"PRAGMA table_info({table})")}
+                    if missing := sorted(want - have):
+                        raise StateError(f"{self.path}: the state store cannot be used: its table {table} has no "
+                                         f"column {', '.join(missing)} (edited, or made by another program); "
+                                         "move it away to start a new one; its jobs are then forgotten")
         except OSError as e:
             try:
                 hint = (f"; {self.path.parent} must be a folder (set COACH_HOME to one)"

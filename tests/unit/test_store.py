@@ -103,6 +103,18 @@ def test_a_damaged_store_is_named_not_a_traceback(store: Store) -> None:
     assert "move it away" in what_to_do(sqlite3.DatabaseError("file is not a database"), store.path)
 
 
+@pytest.mark.parametrize(("table", "column"), [("epochs", "samples"), ("jobs", "message"), ("events", "kind")])
+def test_a_store_without_a_column_is_named_not_a_traceback(store: Store, table: str, column: str) -> None:
+    """A column renamed or dropped by hand failed later reads (`coach history`, `status`) with an
+    IndexError; the store is refused when opened, naming the table and the column."""
+    store.create_job("j-000000", "j", "x.yaml", {}, 0.1, 1.0)
+    with sqlite3.connect(store.path) as c:
+        c.execute(f"ALTER TABLE {table} RENAME COLUMN {column} TO renamed")
+    with pytest.raises(StateError, match=f"{store.path}: the state store cannot be used: its table {table} "
+                                         f"has no column {column} "):
+        Store(store.path)
+
+
 def test_a_store_locked_too_long_says_try_again(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(store_module, "LOCK_TIMEOUT_S", 0.2)
     other = sqlite3.connect(store.path)
