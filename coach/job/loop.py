@@ -215,6 +215,8 @@ class JobLoop:
                          deadline_s=deadline_for(history, samples), checkpoint_in=self.store.checkpoint(self.run.job_id),
                          checkpoint_out=str(self.run.work_dir / "checkpoints" / f"{phase}-{epoch:04d}"),
                          task=self._task(), placement=self._placement(), keep=keep or {})
+        if self._stop_requested():   # before the job is shown on an epoch that then never ran
+            raise EpochFailed(f"stopped by request before {phase} epoch {epoch} started")
         (self.run.work_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
         self.store.update_job(self.run.job_id, status=phase, workers=w, servers=s, epoch=epoch,
                               message=plan.label)
