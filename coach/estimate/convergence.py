@@ -207,7 +207,12 @@ class ConvergenceFit:
             p_lo, p_hi = np.percentile(passages, INTERVAL_PERCENTILES, method="lower")
             lo = int(p_lo) if math.isfinite(p_lo) else None
             hi = int(p_hi) if math.isfinite(p_hi) else None
-        if point is not None:
+        if point is not None and self.predict(start) + 3.0 * self.noise <= target:
+            # the curve (which only falls) is under the target by 3 noise levels from here on: the
+            # rule's run in a row is all that is left, and nothing is extrapolated ("10 (10–14)"
+            # for a target 300× above every loss)
+            lo = hi = point
+        elif point is not None:
             # the interval always contains the point estimate, and the extrapolation's error
             early, late = extrapolation_interval(point, self.last_progress)
             lo = max(min(point if lo is None else lo, point, early), min(least, point))

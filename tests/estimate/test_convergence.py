@@ -103,6 +103,21 @@ def test_target_already_below_start_of_curve_gives_early_epoch():
     assert fit.epochs_to_target(5.0, consecutive=3).epoch == 3
 
 
+@pytest.mark.parametrize(("target", "streak", "certain"), [(100.0, 5, True), (0.5, 3, True), (0.2, 0, False)])
+def test_a_target_far_above_the_curve_leaves_only_the_run_in_a_row(target, streak, certain):
+    """From the last epoch seen on, the curve (which only falls) is under the target by 3 noise
+    levels or not: if it is, the rule's run in a row is all that is left, with no interval around
+    it (it read "10 (10–14)" for a target 300× above every loss); if not, the interval stays."""
+    rng = np.random.default_rng(3)
+    k = np.arange(1, 6)
+    fit = fit_convergence(k, curve(k, 1.0, 0.2, 0.14) + rng.normal(0, 0.01, k.size))
+    p = fit.epochs_to_target(target, consecutive=10, start=5, streak=streak)
+    if certain:
+        assert (p.epoch, p.lo, p.hi) == (15 - streak,) * 3
+    else:
+        assert p.lo < p.epoch < p.hi
+
+
 def test_same_data_gives_same_interval():
     rng = np.random.default_rng(5)
     k = np.arange(1, 26)
