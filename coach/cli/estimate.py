@@ -43,8 +43,9 @@ MAX_BYTES = 16 * 2**20
 
 
 def read_curve(path: Path) -> Curve:
-    """Read `epoch,loss` rows (an optional header may name the columns and add others; a
-    `train_loss` column, as in Coach's own records, is read too and helps tell a plateau).
+    """Read `epoch,loss` rows (an optional header may name the columns and add others; the loss
+    column may be named `val_loss` and a `train_loss` column, as in Coach's own records, is read
+    too and helps tell a plateau).
 
     Raises SpecError naming the file, the line and the field for anything unusable.
     """
@@ -69,14 +70,22 @@ def read_curve(path: Path) -> Curve:
         raise SpecError(source, "", f"not CSV of 'epoch,loss' lines: {exc}") from None
     if not rows:
         raise SpecError(source, "", "no rows: expected lines of 'epoch,loss'")
-    i_epoch, i_loss, i_train = 0, 1, None
+    i_epoch, i_loss, i_train, width = 0, 1, None, 2
     first = [c.strip().lower() for c in rows[0][1]]
     if not _is_number(first[0]):
-        if "epoch" not in first or "loss" not in first:
-            raise SpecError(source, f"line {rows[0][0]}", f"header must name the columns 'epoch' and 'loss', got {rows[0][1]}")
-        i_epoch, i_loss = first.index("epoch"), first.index("loss")
+        loss = "loss" if "loss" in first else "val_loss"   # `val_loss`: as Coach's own records name it
+        if "epoch" not in first or loss not in first:
+            raise SpecError(source, f"line {rows[0][0]}", "header must name the columns 'epoch' and 'loss' (or "
+                                                           f"'val_loss'), got {rows[0][1]}")
+        if twice := next((c for c in ("epoch", loss, "train_loss") if first.count(c) > 1), None):
+            raise SpecError(source, f"line {rows[0][0]}", f"header names the column {twice!r} twice: {rows[0][1]}")
+        i_epoch, i_loss, width = first.index("epoch"), first.index(loss), len(first)
         i_train = first.index("train_loss") if "train_loss" in first else None
         rows = rows[1:]
+    columns = "without a header a line is 'epoch,loss'" if _is_number(first[0]) else f"the header names {width} columns"
+    for n, row in rows:   # a cell more than the columns named is a damaged line, not data to drop
+        if (cells := len(_trimmed(row))) > width:
+            raise SpecError(source, f"line {n}", f"{cells} cells, but {columns}: {row}")
     if len(rows) > MAX_ROWS:
         raise SpecError(source, f"line {rows[MAX_ROWS][0]}", f"more than {MAX_ROWS} rows: a curve has one loss per "
                                                             "epoch (average finer-grained losses per epoch)")
@@ -191,6 +200,13 @@ def estimate(
 
 def _show(value: int | None, none: str = "-") -> str:
     return none if value is None else str(value)
+
+
+def _trimmed(row: list[str]) -> list[str]:
+    """The row without the empty cells a spreadsheet may leave at its end ("1,0.5,")."""
+    while row and not row[-1].strip():
+        row = row[:-1]
+    return row
 
 
 def _is_number(text: str) -> bool:

@@ -163,6 +163,12 @@ def test_table_without_json(tmp_path):
         pytest.param("step,value\n1,1.0\n", "line 1: header must name", id="bad-header"),
         # it said line 1 for a header after comments and blank lines
         pytest.param("# x\n\nstep,val_loss\n1,1\n", "line 3: header must name", id="bad-header-after-comments"),
+        # a cell more than the columns was dropped without a word, and so was a second 'epoch'
+        pytest.param("epoch,loss\n1,1.0,0.9\n2,0.8\n3,0.5\n",
+                     "line 2: 3 cells, but the header names 2 columns", id="extra-cell"),
+        pytest.param("1,1.0\n2,0.8,x\n3,0.5\n", "line 2: 3 cells, but without a header a line is 'epoch,loss'",
+                     id="extra-cell-no-header"),
+        pytest.param("epoch,epoch,loss\n1,1,1.0\n", "line 1: header names the column 'epoch' twice", id="twice"),
         pytest.param("epoch,loss\n1,1.0\n2,0.5\n", "need at least 3 rows", id="too-short"),
         pytest.param("", "no rows", id="empty"),
         # a million rows took 57 s and 830 MB with no word; the header is not a row
@@ -177,6 +183,16 @@ def test_bad_csv_raises_spec_error_naming_line_and_field(tmp_path, content, mess
         CliRunner().invoke(app, ["estimate", str(path), "--target", "0.2"], catch_exceptions=False)
     assert str(err.value) == f"{path}: {message}" or str(err.value).startswith(f"{path}: {message}")
     assert err.value.exit_code == 2
+
+
+def test_coach_s_own_column_names_are_read(tmp_path):
+    """`coach history --json` names the validation loss `val_loss`: a curve written from it was
+    refused for its header. A spreadsheet's empty cell at a line's end is not a cell."""
+    rows = "1,1.0,1.2,\n2,0.6,0.7\n3,0.45,0.5\n4,0.38,0.4\n"
+    ours, plain = tmp_path / "history.csv", tmp_path / "plain.csv"
+    ours.write_text("epoch,val_loss,train_loss\n" + rows)
+    plain.write_text("epoch,loss,train_loss\n" + rows.replace(",\n", "\n"))
+    assert run(str(ours), "--target", "0.2") == run(str(plain), "--target", "0.2")
 
 
 def test_missing_file_is_a_spec_error(tmp_path):
