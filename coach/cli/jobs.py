@@ -60,10 +60,11 @@ def _backend(name: str, cpu: float | None, store: Store):
     return LocalBackend(cpu=cpu, log_dir=store.path.parent / "logs")
 
 
-def _check_fits(spec: Any, capacity: Any) -> None:
+def _check_fits(spec: Any, capacity: Any, cpu_given: bool = False) -> None:
     """A job whose smallest allocation exceeds the backend's capacity would only be recorded
     to fail: say so before anything is recorded (exit 2). On a cluster, room that other work
-    holds now is not counted against the job: it waits for that room."""
+    holds now is not counted against the job: it waits for that room. `cpu_given`: the local
+    backend's cores are the user's --cpu, which is then named as the cause."""
     from coach.plan import describe_nodes, footprint, functions, packs
 
     capacity = capacity.whole
@@ -76,6 +77,8 @@ def _check_fits(spec: Any, capacity: Any) -> None:
                             f"one {role} asks {r.cpu:g} cores and {r.memory_gib:g} GiB; no node has room for it: "
                             f"the cluster has {describe_nodes(capacity.nodes)} ({how})")
     smallest = f"its smallest allocation ({w} worker(s), {s} server(s) and a scheduler) needs {cpu:g} cores and {mem:g} GiB"
+    if cpu_given and cpu > capacity.cpu + 1e-9:
+        raise SpecError("--cpu", "", f"{capacity.cpu:g} cores are too few for {spec.source}: {smallest}")
     if cpu > capacity.cpu + 1e-9 or mem > capacity.memory_gib + 1e-9:
         field = "resources, workers, servers" if spec.allocation == "static" else "resources"
         raise SpecError(spec.source, field, f"{smallest}; the {'cluster' if capacity.nodes else 'local'} backend has "
@@ -162,7 +165,7 @@ def submit(job_files: List[Path] = typer.Argument(..., metavar="JOB_FILE", help=
     store = Store()
     runner = _backend(backend, cpu, store)   # before anything is recorded
     for s in specs:
-        _check_fits(s, runner.capacity)
+        _check_fits(s, runner.capacity, cpu_given=cpu is not None)
     jobs = {register(s, store, runner.name): s for s in specs}
     for jid in jobs:
         console.print(f"submitted {jid}")
@@ -228,7 +231,8 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
                          "give a larger --max-epochs")
     spec = dataclasses.replace(spec, budget=budget if budget is not None else spec.budget, max_epochs=limit)
     runner = _backend(backend or job.backend, cpu, store)   # a cluster job went on locally, unsaid
-    _check_fits(spec, runner.capacity)
+    # named by the path recorded at submit (absolute), not as given then, relative to another folder
+    _check_fits(dataclasses.replace(spec, source=job.spec_path), runner.capacity, cpu_given=cpu is not None)
     other = store.claim_job(job.job_id)
     if other is not None:   # another `coach resume` of it started meanwhile, or its run is still ending
         raise CoachError(f"{job.job_id} is run by coach process {other} (resumed meanwhile, or still ending)")

@@ -96,12 +96,14 @@ def test_resume_refuses_a_finished_job(tmp_path: Path, coach_home: Path) -> None
     (("--budget", "0.0001"), "--budget: stopped has spent 0.001; give more than 0.001, got 0.0001"),   # exit 1
     # accepted, and a reviewer's job then trained for 9 minutes until its budget ran out
     (("--max-epochs", "99999999999999999999"), "--max-epochs: must be at most 1e+15"),
+    # it blamed the job file's resources, by the path as given at submit, relative to another folder
+    (("--cpu", "0.1"), "--cpu: 0.1 cores are too few for /jobs/j.yaml: its smallest allocation"),
 ])
 def test_resume_refuses_bad_limits_as_bad_input_and_keeps_the_job(coach_home: Path, option: tuple[str, str],
                                                                    said: str) -> None:
     store = Store()
     spec = dataclasses.asdict(parse_spec(dict(FAST_JOB, name="stopped", budget=0.01), "j.yaml"))
-    store.create_job("stopped", "stopped", "j.yaml", spec, 0.3, 0.01)
+    store.create_job("stopped", "stopped", "/jobs/j.yaml", spec, 0.3, 0.01)
     store.update_job("stopped", status="stopped", message="stopped by request", spent=0.001)
     proc = run_coach("resume", "stopped", *option)
     assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

@@ -129,15 +129,16 @@ def test_a_resubmitted_job_skips_tuning_and_plans_epoch_1_on_the_speeds_measured
 
 
 @pytest.mark.parametrize(("cpu", "problem"), [
-    # recorded as a failed job before; then it named no field and ended "(--cpu)"
-    ("0.1", "resources: its smallest allocation (1 worker(s), 1 server(s) and a scheduler) needs 0.85 cores and "
-            "1.75 GiB; the local backend has 0.1 cores and"),
+    # recorded as a failed job before; then it named no field and ended "(--cpu)"; then it blamed the file
+    ("0.1", "--cpu: 0.1 cores are too few for {job}: its smallest allocation (1 worker(s), 1 server(s) and a "
+            "scheduler) needs 0.85 cores and 1.75 GiB"),
     ("1e400", "--cpu: must be a finite number of cores, got inf"),          # accepted before
 ])
 def test_a_backend_too_small_for_the_job_is_refused_before_anything_is_recorded(tmp_path: Path, coach_home: Path,
                                                                               cpu: str, problem: str) -> None:
     job = write_job(tmp_path / "fast.yaml", name="fast", **FAST_JOB)
     proc = run_coach("submit", str(job), "--cpu", cpu)
+    problem = problem.format(job=job)
     assert proc.returncode == 2 and problem in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert "no jobs yet" in run_coach("status", check=True).stderr
 
