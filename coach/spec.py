@@ -333,6 +333,10 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
         raise r.fail(unknown[0], f"unknown field; known fields: {', '.join(sorted(FIELDS))}")
     base = base or Path.cwd()
     name = data.get("name")
+    if isinstance(name, (bool, int, float)):   # `name: 12` read "must be ... digits, got 12"
+        kind = "true/false" if isinstance(name, bool) else "a number"
+        raise r.fail("name", f"YAML read it as {kind} ({_shown(name)}), not text: quote the name as written, "
+                             "e.g. name: \"0123\"")
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise r.fail("name", f"must be 1-40 lowercase letters, digits or '-', starting and ending with a letter "
                              f"or digit, got {_shown(name)}")

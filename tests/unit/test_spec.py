@@ -131,6 +131,9 @@ BROKEN = [
     ("momentum-with-adam", dict(GOOD, optimizer="adam", momentum=0.5), "momentum", "sgd and nag only, not adam"),
     ("batch-below-workers", dict(GOOD, batch_size=2, max_workers=4), "batch_size", ">= max_workers"),
     ("name-ending-in-a-newline", dict(GOOD, name="mlp\n"), "name", "must be 1-40 lowercase"),   # job id "mlp\n-fad2f0"
+    # "must be ... digits, got 12": YAML had read the digits as a number (0123 as 83, yes as True)
+    ("name-read-as-a-number", dict(GOOD, name=83), "name", "YAML read it as a number (83), not text: quote"),
+    ("name-read-as-a-boolean", dict(GOOD, name=True), "name", "YAML read it as true/false (True), not text"),
     # accepted before, then every (2, 1) mini-epoch failed its 4 attempts: "limit: must be >= workers"
     ("tuning-below-the-workers", dict(GOOD, tuning_samples=1, max_workers=4), "tuning_samples",
      "must be >= max_workers (4)"),
