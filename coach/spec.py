@@ -14,6 +14,7 @@ import ast
 import math
 import re
 import reprlib
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -477,12 +478,14 @@ def read_yaml(path: str | Path) -> Any:
     naming the file (and the line, for invalid YAML)."""
     p = Path(path)
     source = str(path)
-    try:
-        if not p.is_file():
-            raise SpecError(source, "", "no such file" if not p.exists() else
-                            "a folder, not a job file" if p.is_dir() else "not a regular file")
+    try:   # stat, not is_file(): that says False for a symlink loop too, which read "no such file"
+        mode = p.stat().st_mode
+    except FileNotFoundError:
+        raise SpecError(source, "", "no such file") from None
     except (OSError, ValueError) as e:   # a name too long, a NUL byte, a symlink loop
         raise SpecError(source, "", f"cannot be looked up: {getattr(e, 'strerror', None) or e}") from None
+    if not stat.S_ISREG(mode):
+        raise SpecError(source, "", "a folder, not a job file" if stat.S_ISDIR(mode) else "not a regular file")
     text = ""
     try:
         text = p.read_text(encoding="utf-8")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,8 +52,12 @@ def read_curve(path: Path) -> Curve:
     """
     source = str(path)
     try:
-        if path.is_dir() or not path.exists():   # a pipe is fine (`<(cmd)`): what is read is capped
-            raise SpecError(source, "", "a folder, not a curve file" if path.exists() else "no such file")
+        try:   # not exists(): that says False for a symlink loop too, which read "no such file"
+            is_dir = stat.S_ISDIR(path.stat().st_mode)
+        except FileNotFoundError:
+            raise SpecError(source, "", "no such file") from None
+        if is_dir:   # a pipe is fine (`<(cmd)`): what is read is capped
+            raise SpecError(source, "", "a folder, not a curve file")
         with path.open("rb") as f:   # /dev/zero was read until the memory ran out
             data = f.read(MAX_BYTES + 1)
         if len(data) > MAX_BYTES:   # before decoding: the cut may split a character

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
 from coach.errors import SpecError
-from coach.spec import load_spec, parse_spec
+from coach.spec import load_spec, parse_spec, read_yaml
 from tests.conftest import run_coach
 
 GOOD = dict(name="j", model="lenet", dataset="mnist-5k", target_loss=0.1, budget=1.0)
@@ -252,6 +254,20 @@ def test_cli_rejects_every_bad_file_and_starts_nothing(tmp_path: Path, coach_hom
     assert "Traceback" not in proc.stderr
     status = run_coach("status", "--json", check=True)
     assert status.stdout.strip() == "[]"  # nothing was recorded or started
+
+
+@pytest.mark.parametrize(("make", "said"), [
+    (lambda p: None, "no such file"),
+    (lambda p: p.symlink_to(p.parent / "gone.yaml"), "no such file"),   # a dangling link
+    (lambda p: p.symlink_to(p), "cannot be looked up: Too many levels of symbolic links"),   # read "no such file"
+    (lambda p: p.mkdir(), "a folder, not a job file"),
+    (lambda p: os.mkfifo(p), "not a regular file"),
+])
+def test_a_job_file_that_cannot_be_read_says_why(tmp_path: Path, make, said: str) -> None:
+    path = tmp_path / "job.yaml"
+    make(path)
+    with pytest.raises(SpecError, match=f"^{re.escape(str(path))}: {said}$"):
+        read_yaml(path)
 
 
 def test_unknown_job_id_is_a_clear_error(coach_home: Path) -> None:
