@@ -17,6 +17,15 @@ BETWEEN_SHOWN_S = 1.0
 """The ETA names the time between epochs from here: below it is fitting and planning, not waiting."""
 
 
+def clock_times(timestamps: list[float], now: float | None = None) -> list[str]:
+    """Times of day for a list of events, with their dates when they are not all of today: a job
+    stopped on Friday and resumed on Monday read as one day's hours."""
+    days = {time.localtime(t)[:3] for t in timestamps}
+    today = time.localtime(time.time() if now is None else now)[:3]
+    shape = "%H:%M:%S" if days <= {today} else "%Y-%m-%d %H:%M:%S"
+    return [time.strftime(shape, time.localtime(t)) for t in timestamps]
+
+
 def duration(seconds: float | None) -> str:
     if seconds is None:
         return "?"

@@ -317,20 +317,18 @@ def history(job_id: str = typer.Argument(..., metavar="JOB"), json_out: bool = J
              "duration": f"{e.duration_s:.1f}s", "training samples/s": f"{e.samples_per_s:.0f}",
              "cost": f"{e.cost:.4g}", "retries": e.retries} for e in epochs]
     if not rows:   # an empty table prints as a blank line
-        console.print(f"{store.job(job_id).job_id} has no recorded epochs yet")
+        job = store.job(job_id)
+        console.print(f"{job.job_id} has no recorded epochs{'' if job.status in FINAL_STATUSES else ' yet'}")
         return
     out.print(_table(rows, title=store.job(job_id).job_id))
 
 
 def events(job_id: str = typer.Argument(..., metavar="JOB"), json_out: bool = JsonOpt) -> None:
     """What happened to a job: submissions, plans, retries, failures."""
-    import datetime
-
     store = Store()
     evs = store.events(job_id)
     if json_out:
         out.print_json(json.dumps(evs))
         return
-    for e in evs:
-        ts = datetime.datetime.fromtimestamp(e["ts"]).strftime("%H:%M:%S")
+    for ts, e in zip(fmt.clock_times([e["ts"] for e in evs]), evs):
         out.print(f"{ts}  {e['kind']:<14} {e['message']}", highlight=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coach.cli.format import elapsed, eta_text, loss_text, seconds_left
+from coach.cli.format import clock_times, elapsed, eta_text, loss_text, seconds_left
 from coach.state.records import JobRecord
 
 NOW = 1_800_000_000.0
@@ -161,3 +161,14 @@ def test_a_resumed_eta_counts_from_the_resume_and_forgets_an_old_budget(new_budg
                    seconds_hi=50.0, at=NOW - 3600, budget_epochs=0)   # predicted an hour before the resume
     eta = resumed_eta(stopped, new_budget, now=NOW)
     assert eta_text(job(**eta), now=NOW) == said
+
+
+def test_event_times_carry_their_dates_unless_all_are_of_today() -> None:
+    """A job stopped on Friday and resumed on Monday: `coach events` read as one day's hours."""
+    import time
+
+    noon = time.mktime((2026, 11, 27, 12, 0, 0, 0, 0, -1))
+    assert clock_times([noon, noon + 60], now=noon + 120) == ["12:00:00", "12:01:00"]
+    assert clock_times([noon - 3 * 86400, noon], now=noon) == ["2026-11-24 12:00:00", "2026-11-27 12:00:00"]
+    assert clock_times([noon], now=noon + 86400) == ["2026-11-27 12:00:00"]   # yesterday's, read today
+    assert clock_times([], now=noon) == []
