@@ -156,6 +156,10 @@ def plot_file(output: Path, option: str, example: str) -> Path:
         raise SpecError(option, "", f"{output}: cannot be used: {getattr(e, 'strerror', None) or e}") from None
     if folder or not output.name:
         raise SpecError(option, "", f"{str(output) or repr('')} is a folder; give a file name such as {example}")
+    if output.name.lower() in PLOT_FORMATS:   # ".png" has no suffix to Python: it was written as ".png.png"
+        raise SpecError(option, "", f"{output} has no name before its suffix; give a file name such as {example}")
+    if output.exists() and not output.is_file():   # `-o /dev/null` wrote a new file /dev/null.png
+        raise SpecError(option, "", f"{output} is not a regular file; give a file name such as {example}")
     if not output.suffix:
         output = output.with_name(output.name + ".png")
     if output.suffix.lower() not in PLOT_FORMATS:

@@ -124,6 +124,8 @@ def test_plot_places_tuning_where_the_job_loop_fitted_it(tmp_path, monkeypatch):
         ("/proc/nope/job.png", None, "-o: /proc/nope is not a folder this user can write to"),
         # a typo in the folder made it silently (`cluster simulate --plot` refused it)
         ("nowhere/job.png", None, "nowhere is not a folder this user can write to"),
+        (".png", None, "-o: .png has no name before its suffix"),   # wrote .png.png
+        ("/dev/null", None, "-o: /dev/null is not a regular file"),   # wrote a new file /dev/null.png
     ],
 )
 def test_plot_command_output_paths(tmp_path, stored_job, monkeypatch, output, written, error):
