@@ -179,8 +179,9 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
                "A new max_epochs for the job (above the training epochs it has run).")),
            backend: Optional[str] = ResumeBackendOpt, cpu: Optional[float] = CpuOpt,
            json_out: bool = JsonOpt) -> None:
-    """Continue a job from its last checkpoint and its recorded epochs, where it ran unless
-    --backend says otherwise."""
+    """Continue a job from its last checkpoint and its recorded epochs.
+
+    It runs where it ran unless --backend says otherwise."""
     import dataclasses
 
     from coach.job.loop import unpaid
@@ -304,9 +305,10 @@ def _with_events(store: Store, jobs: list[JobRecord], unreadable: list[StateErro
 
 
 def history(job_id: str = typer.Argument(..., metavar="JOB"), json_out: bool = JsonOpt) -> None:
-    """One record per epoch (tuning mini-epochs first), each recorded once. Its rate is that of
-    the training steps (what the speed model fits), not samples / duration: the duration also
-    holds start-up, validation and the checkpoint."""
+    """One record per epoch (tuning mini-epochs first), each recorded once.
+
+    Its rate is that of the training steps (what the speed model fits), not samples / duration:
+    the duration also holds start-up, validation and the checkpoint."""
     store = Store()
     epochs = store.epochs(job_id)
     if json_out:

@@ -16,8 +16,11 @@ from coach.state.store import Store
 def plot(job_id: str = typer.Argument(..., metavar="JOB"),
          output: Optional[Path] = typer.Option(None, "-o", "--output", help=(
              "File to write: .png, .pdf or .svg (default: JOB.png, named by the job's full id)."))) -> None:
-    """Draw validation loss per epoch with the fitted curve and target crossing, (w, s) per
-    epoch, and the fitted speed surface."""
+    """Draw the loss curve with its fit, (w, s) per epoch, and the speed surface.
+
+    The validation loss per epoch with the fitted curve and where it crosses the target, the
+    workers and servers of each epoch, and the fitted speed model f(w, s) over the
+    configurations the job may use."""
     from coach.estimate.history import fit_history
     from coach.job.earlier import find_earlier, speeds_before
     from coach.report.plots import plot_job
