@@ -115,9 +115,13 @@ def job_row(job: JobRecord, events: Iterable[Mapping[str, Any]]) -> dict[str, st
     }
 
 
+STATUS_WIDTH = max(map(len, FINAL_STATUSES | {"queued", "tuning", "training"}))
+"""Progress lines of several jobs stay in columns whatever their statuses ("budget_exhausted")."""
+
+
 def progress_line(job: JobRecord, events: Iterable[Mapping[str, Any]]) -> str:
     r = job_row(job, events)
-    line = (f"{r['job']}  {r['status']:<9} epoch {r['epoch']:>3}  val {r['val loss / target']}  "
+    line = (f"{r['job']}  {r['status']:<{STATUS_WIDTH}} epoch {r['epoch']:>3}  val {r['val loss / target']}  "
             f"(w, s)={r['(w, s)']}  spent {r['spent / budget']}  {r['elapsed']}")
     if r["ETA"] != "-":
         line += f"  ETA {r['ETA']}"

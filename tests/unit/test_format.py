@@ -172,3 +172,12 @@ def test_event_times_carry_their_dates_unless_all_are_of_today() -> None:
     assert clock_times([noon - 3 * 86400, noon], now=noon) == ["2026-11-24 12:00:00", "2026-11-27 12:00:00"]
     assert clock_times([noon], now=noon + 86400) == ["2026-11-27 12:00:00"]   # yesterday's, read today
     assert clock_times([], now=noon) == []
+
+
+def test_progress_lines_of_every_status_keep_their_columns() -> None:
+    """`budget_exhausted` and `max_epochs` pushed the rest of their line out of the columns."""
+    from coach.cli.format import progress_line
+    from coach.state.records import FINAL_STATUSES
+
+    lines = [progress_line(job(status=s, epoch=3), []) for s in sorted(FINAL_STATUSES | {"tuning", "training"})]
+    assert len({line.index(" epoch ") for line in lines}) == 1, lines
