@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import ast
+import datetime
 import math
 import re
 import reprlib
@@ -24,6 +25,7 @@ import yaml
 from coach import quantities
 from coach.data import DATASET_OPTIONS, DATASETS, SYNTHETIC_DEFAULTS, train_size
 from coach.errors import SpecError, StateError
+from coach.files import looked_up
 from coach.estimate.cost import (DEFAULT_CPU_CORE_SECOND_PRICE, DEFAULT_GIB_SECOND_PRICE, DEFAULT_RESOURCES, ROLES,
                                  Prices, RoleResources, epoch_cost)
 from coach.models import BUILTIN_MODELS
@@ -334,10 +336,10 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
         raise r.fail(unknown[0], f"unknown field; known fields: {', '.join(sorted(FIELDS))}")
     base = base or Path.cwd()
     name = data.get("name")
-    if isinstance(name, (bool, int, float)):   # `name: 12` read "must be ... digits, got 12"
-        kind = "true/false" if isinstance(name, bool) else "a number"
-        raise r.fail("name", f"YAML read it as {kind} ({_shown(name)}), not text: quote the name as written, "
-                             "e.g. name: \"0123\"")
+    if isinstance(name, (bool, int, float, datetime.date)):   # `name: 12` read "must be ... digits, got 12"
+        kind = ("true/false" if isinstance(name, bool) else "a date" if isinstance(name, datetime.date)
+                else "a number")
+        raise r.fail("name", f"YAML read it as {kind} ({_shown(name)}), not text: quote it as written")
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise r.fail("name", f"must be 1-40 lowercase letters, digits or '-', starting and ending with a letter "
                              f"or digit, got {_shown(name)}")
@@ -478,12 +480,7 @@ def read_yaml(path: str | Path) -> Any:
     naming the file (and the line, for invalid YAML)."""
     p = Path(path)
     source = str(path)
-    try:   # stat, not is_file(): that says False for a symlink loop too, which read "no such file"
-        mode = p.stat().st_mode
-    except FileNotFoundError:
-        raise SpecError(source, "", "no such file") from None
-    except (OSError, ValueError) as e:   # a name too long, a NUL byte, a symlink loop
-        raise SpecError(source, "", f"cannot be looked up: {getattr(e, 'strerror', None) or e}") from None
+    mode = looked_up(p, source)
     if not stat.S_ISREG(mode):
         raise SpecError(source, "", "a folder, not a job file" if stat.S_ISDIR(mode) else "not a regular file")
     text = ""

@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from coach.errors import EstimateError, SpecError
+from coach.files import looked_up
 
 if TYPE_CHECKING:  # scipy costs a second: every other command starts without it
     from coach.estimate import ConvergenceFit, EarlierRun, EpochsPrediction
@@ -52,11 +54,7 @@ def read_curve(path: Path) -> Curve:
     """
     source = str(path)
     try:
-        try:   # not exists(): that says False for a symlink loop too, which read "no such file"
-            is_dir = stat.S_ISDIR(path.stat().st_mode)
-        except FileNotFoundError:
-            raise SpecError(source, "", "no such file") from None
-        if is_dir:   # a pipe is fine (`<(cmd)`): what is read is capped
+        if stat.S_ISDIR(looked_up(path, source)):   # a pipe is fine (`<(cmd)`): what is read is capped
             raise SpecError(source, "", "a folder, not a curve file")
         with path.open("rb") as f:   # /dev/zero was read until the memory ran out
             data = f.read(MAX_BYTES + 1)
@@ -87,7 +85,8 @@ def read_curve(path: Path) -> Curve:
         i_epoch, i_loss, width = first.index("epoch"), first.index(loss), len(first)
         i_train = first.index("train_loss") if "train_loss" in first else None
         rows = rows[1:]
-    columns = "without a header a line is 'epoch,loss'" if _is_number(first[0]) else f"the header names {width} columns"
+    columns = (f"the header names {width} columns" if not _is_number(first[0]) else
+               "without a header a line is 'epoch,loss'; a header line such as 'epoch,loss,train_loss' names more")
     for n, row in rows:   # a cell more than the columns named is a damaged line, not data to drop
         if (cells := len(_trimmed(row))) > width:
             raise SpecError(source, f"line {n}", f"{cells} cells, but {columns}: {row}")
@@ -167,7 +166,7 @@ def estimate(
     data = read_curve(curve)
     # a long curve's fit and its 100 bootstrap refits took 16 s for 100,000 rows with no word
     # (shown on a terminal only; the table or JSON goes to stdout)
-    with Console(stderr=True).status(f"fitting {len(data.epochs):,} rows of {curve.name}…"):
+    with Console(stderr=True).status(Text(f"fitting {len(data.epochs):,} rows of {curve.name}…")):   # not markup
         before = [earlier_of(path) for path in earlier or []]
         try:
             fit, pred = predict_curve(data, target, consecutive, before)

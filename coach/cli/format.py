@@ -115,13 +115,11 @@ def job_row(job: JobRecord, events: Iterable[Mapping[str, Any]]) -> dict[str, st
     }
 
 
-STATUS_WIDTH = max(map(len, FINAL_STATUSES | {"queued", "tuning", "training"}))
-"""Progress lines of several jobs stay in columns whatever their statuses ("budget_exhausted")."""
-
-
-def progress_line(job: JobRecord, events: Iterable[Mapping[str, Any]]) -> str:
+def progress_line(job: JobRecord, events: Iterable[Mapping[str, Any]], width: int = 9) -> str:
+    """`width`: the status column's, the longest status of the jobs shown together, so that their
+    lines stay in columns ("budget_exhausted" pushed the rest of its line out of them)."""
     r = job_row(job, events)
-    line = (f"{r['job']}  {r['status']:<{STATUS_WIDTH}} epoch {r['epoch']:>3}  val {r['val loss / target']}  "
+    line = (f"{r['job']}  {r['status']:<{width}} epoch {r['epoch']:>3}  val {r['val loss / target']}  "
             f"(w, s)={r['(w, s)']}  spent {r['spent / budget']}  {r['elapsed']}")
     if r["ETA"] != "-":
         line += f"  ETA {r['ETA']}"
@@ -162,10 +160,14 @@ def plot_file(output: Path, option: str, example: str) -> Path:
         raise SpecError(option, "", f"{str(output) or repr('')} is a folder; give a file name such as {example}")
     if output.name.lower() in PLOT_FORMATS:   # ".png" has no suffix to Python: it was written as ".png.png"
         raise SpecError(option, "", f"{output} has no name before its suffix; give a file name such as {example}")
-    if output.exists() and not output.is_file():   # `-o /dev/null` wrote a new file /dev/null.png
-        raise SpecError(option, "", f"{output} is not a regular file; give a file name such as {example}")
-    if not output.suffix:
-        output = output.with_name(output.name + ".png")
+
+    def regular(path: Path) -> Path:   # `-o /dev/null` wrote a new file /dev/null.png
+        if path.exists() and not path.is_file():
+            raise SpecError(option, "", f"{path} is not a regular file; give a file name such as {example}")
+        return path
+
+    if not regular(output).suffix:
+        output = regular(output.with_name(output.name + ".png"))
     if output.suffix.lower() not in PLOT_FORMATS:
         raise SpecError(option, "", f"cannot write {output.suffix!r} files; use one of {', '.join(PLOT_FORMATS)}")
     folder = output.parent.resolve()   # a typo in it is not a folder to create

@@ -77,8 +77,9 @@ def _check_fits(spec: Any, capacity: Any, cpu_given: bool = False) -> None:
                             f"one {role} asks {r.cpu:g} cores and {r.memory_gib:g} GiB; no node has room for it: "
                             f"the cluster has {describe_nodes(capacity.nodes)} ({how})")
     smallest = f"its smallest allocation ({w} worker(s), {s} server(s) and a scheduler) needs {cpu:g} cores and {mem:g} GiB"
-    if cpu_given and cpu > capacity.cpu + 1e-9:
-        raise SpecError("--cpu", "", f"{capacity.cpu:g} cores are too few for {spec.source}: {smallest}")
+    if cpu_given and cpu > capacity.cpu + 1e-9 and mem <= capacity.memory_gib + 1e-9:
+        raise SpecError("--cpu", "", f"{capacity.cpu:g} cores are too few for {spec.source}: {smallest}; "
+                                     f"give --cpu {cpu:g} or more")
     if cpu > capacity.cpu + 1e-9 or mem > capacity.memory_gib + 1e-9:
         field = "resources, workers, servers" if spec.allocation == "static" else "resources"
         raise SpecError(spec.source, field, f"{smallest}; the {'cluster' if capacity.nodes else 'local'} backend has "
@@ -320,7 +321,7 @@ def history(job_id: str = typer.Argument(..., metavar="JOB"), json_out: bool = J
              "cost": f"{e.cost:.4g}", "retries": e.retries} for e in epochs]
     if not rows:   # an empty table prints as a blank line
         job = store.job(job_id)
-        console.print(f"{job.job_id} has no recorded epochs{'' if job.status in FINAL_STATUSES else ' yet'}")
+        console.print(f"{job.job_id} has no recorded epochs{'' if job.status in ('succeeded', 'max_epochs') else ' yet'}")
         return
     out.print(_table(rows, title=store.job(job_id).job_id))
 

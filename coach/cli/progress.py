@@ -47,14 +47,15 @@ def _show(store: Store, job_ids: list[str], finished: Callable[[], bool], consol
         while True:
             done = finished()
             lines = []
-            for j in job_ids:
-                job = store.job(j)
+            jobs = [store.job(j) for j in job_ids]
+            width = max([9, *(len(job.status) for job in jobs)])
+            for j, job in zip(job_ids, jobs):
                 key = (job.status, job.epoch, job.val_loss, job.workers, job.servers, job.message)
                 changed = last.get(j) != key
                 if changed:
                     last[j], events[j] = key, store.events(j)
                 if live is not None or changed:
-                    lines.append(progress_line(job, events[j]))
+                    lines.append(progress_line(job, events[j], width))
             if live is not None:   # wrapped, not cut: spent and the ETA come last on a line of ~170
                 live.update(Text("\n".join(lines), no_wrap=False, overflow="fold"))
             elif lines:

@@ -207,7 +207,7 @@ class ConvergenceFit:
             p_lo, p_hi = np.percentile(passages, INTERVAL_PERCENTILES, method="lower")
             lo = int(p_lo) if math.isfinite(p_lo) else None
             hi = int(p_hi) if math.isfinite(p_hi) else None
-        if point is not None and self.predict(start) + 3.0 * self.noise <= target:
+        if point == least and self.predict(start) + 3.0 * self.noise <= target:
             # the curve (which only falls) is under the target by 3 noise levels from here on: the
             # rule's run in a row is all that is left, and nothing is extrapolated ("10 (10–14)"
             # for a target 300× above every loss)

@@ -208,6 +208,8 @@ class JobLoop:
 
     def _execute(self, phase: str, epoch: int, w: int, s: int, limit: int | None,
                  history: list[EpochRecord], keep: Mapping[str, int] | None = None, first: int = 0) -> EpochRecord:
+        if self._stop_requested():   # before the job is shown on an epoch that then never ran
+            raise EpochFailed(f"stopped by request before {phase} epoch {epoch} started")
         samples = min(limit or self.n_train, self.n_train - first)
         plan = EpochPlan(job_id=self.run.job_id, phase=phase, epoch=epoch, workers=w, servers=s,
                          seed=(TRAINING_SEED + (1 if phase == "tuning" else epoch)   # tuning trains epoch 1's head
@@ -215,8 +217,6 @@ class JobLoop:
                          deadline_s=deadline_for(history, samples), checkpoint_in=self.store.checkpoint(self.run.job_id),
                          checkpoint_out=str(self.run.work_dir / "checkpoints" / f"{phase}-{epoch:04d}"),
                          task=self._task(), placement=self._placement(), keep=keep or {})
-        if self._stop_requested():   # before the job is shown on an epoch that then never ran
-            raise EpochFailed(f"stopped by request before {phase} epoch {epoch} started")
         (self.run.work_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
         self.store.update_job(self.run.job_id, status=phase, workers=w, servers=s, epoch=epoch,
                               message=plan.label)

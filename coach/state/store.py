@@ -65,7 +65,6 @@ _ADDED_COLUMNS = {"jobs": [("val_epoch", "TEXT NOT NULL DEFAULT ''"), ("earlier_
                  "epochs": [("first_sample", "INTEGER NOT NULL DEFAULT -1")]}
 
 
-
 @functools.cache
 def _expected_columns() -> dict[str, frozenset[str]]:
     """Every table's columns as this Coach makes them (SCHEMA and the added columns)."""
@@ -80,6 +79,7 @@ def _expected_columns() -> dict[str, frozenset[str]]:
         return {t: frozenset(r[1] for r in mem.execute(f"PRAGMA table_info({t})")) for t in tables}
     finally:
         mem.close()
+
 
 _JOB_COLUMNS = ("job_id", "name", "spec_path", "status", "target_loss", "budget", "spent", "workers",
                 "servers", "epoch", "val_loss", "val_epoch", "earlier_job", "backend", "message", "created_at",
@@ -176,7 +176,7 @@ class Store:
                     have = {r["name"] for r in c.execute(f"PRAGMA table_info({table})")}
                     if missing := sorted(want - have):
                         raise StateError(f"{self.path}: the state store cannot be used: its table {table} has no "
-                                         f"column {', '.join(missing)} (edited, or made by another program); "
+                                         f"column {', '.join(missing)} (edited, or made by another version of Coach); "
                                          "move it away to start a new one; its jobs are then forgotten")
         except OSError as e:
             try:

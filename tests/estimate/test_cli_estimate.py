@@ -200,10 +200,13 @@ def test_missing_file_is_a_spec_error(tmp_path):
         CliRunner().invoke(app, ["estimate", str(tmp_path / "nope.csv"), "--target", "0.2"], catch_exceptions=False)
 
 
-@pytest.mark.parametrize(("which", "said"), [("device", "larger than 16 MiB"), ("folder", "a folder, not a curve file")])
+@pytest.mark.parametrize(("which", "said"), [("device", "larger than 16 MiB"), ("folder", "a folder, not a curve file"),
+                                             ("loop", "cannot be looked up: Too many levels of symbolic links")])
 def test_a_file_that_is_not_a_curve_is_refused_without_reading_it_all(tmp_path, which, said):
     """/dev/zero was read until the memory ran out (a pipe, `<(cmd)`, is read like a file)."""
-    path = {"device": Path("/dev/zero"), "folder": tmp_path}[which]
+    path = {"device": Path("/dev/zero"), "folder": tmp_path, "loop": tmp_path / "loop.csv"}[which]
+    if which == "loop":   # it read "no such file"
+        path.symlink_to(path)
     good = write_curve(tmp_path, np.arange(1, 11, dtype=float), 1 / (0.5 * np.arange(1, 11) + 1) + 0.1)
     for args in ([str(path)], [str(good), "--earlier", str(path)]):
         with pytest.raises(SpecError, match=f"{re.escape(str(path))}: {said}"):

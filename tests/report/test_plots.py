@@ -126,6 +126,7 @@ def test_plot_places_tuning_where_the_job_loop_fitted_it(tmp_path, monkeypatch):
         ("nowhere/job.png", None, "nowhere is not a folder this user can write to"),
         (".png", None, "-o: .png has no name before its suffix"),   # wrote .png.png
         ("/dev/null", None, "-o: /dev/null is not a regular file"),   # wrote a new file /dev/null.png
+        ("made", None, "-o: made.png is not a regular file"),   # a folder named as the plot would be
     ],
 )
 def test_plot_command_output_paths(tmp_path, stored_job, monkeypatch, output, written, error):
@@ -136,6 +137,7 @@ def test_plot_command_output_paths(tmp_path, stored_job, monkeypatch, output, wr
     from coach.errors import CoachError
 
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "made.png").mkdir()
     app = typer.Typer()
     app.command()(plot)
     if error is None:

@@ -179,5 +179,7 @@ def test_progress_lines_of_every_status_keep_their_columns() -> None:
     from coach.cli.format import progress_line
     from coach.state.records import FINAL_STATUSES
 
-    lines = [progress_line(job(status=s, epoch=3), []) for s in sorted(FINAL_STATUSES | {"tuning", "training"})]
+    statuses = sorted(FINAL_STATUSES | {"tuning", "training"})
+    width = max(map(len, statuses))   # as the progress view passes it: the longest shown together
+    lines = [progress_line(job(status=s, epoch=3), [], width) for s in statuses]
     assert len({line.index(" epoch ") for line in lines}) == 1, lines

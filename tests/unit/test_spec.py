@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 from pathlib import Path
@@ -136,6 +137,7 @@ BROKEN = [
     # "must be ... digits, got 12": YAML had read the digits as a number (0123 as 83, yes as True)
     ("name-read-as-a-number", dict(GOOD, name=83), "name", "YAML read it as a number (83), not text: quote"),
     ("name-read-as-a-boolean", dict(GOOD, name=True), "name", "YAML read it as true/false (True), not text"),
+    ("name-read-as-a-date", dict(GOOD, name=datetime.date(2024, 1, 1)), "name", "YAML read it as a date"),
     # accepted before, then every (2, 1) mini-epoch failed its 4 attempts: "limit: must be >= workers"
     ("tuning-below-the-workers", dict(GOOD, tuning_samples=1, max_workers=4), "tuning_samples",
      "must be >= max_workers (4)"),
