@@ -128,9 +128,9 @@ def compare(workload: Optional[Path] = WORKLOAD, jobs: Optional[int] = JOBS,
     names = parse_schedulers(schedulers)
     plot = _plot_path(plot)
     _check_stall(stall)
-    arrivals = _workload(workload, jobs, gap, seed)
-    seed = RANDOM_SEED if seed is None else seed
     st = cluster.status()
+    arrivals = _workload(workload, jobs, gap, seed, nodes=st.node_sizes)
+    seed = RANDOM_SEED if seed is None else seed
     if not st.running or st.kubeconfig is None:
         raise cluster.ClusterError(st.not_running())
     missing = [n for n in names if n not in st.schedulers]
@@ -169,8 +169,8 @@ def simulate(workload: Optional[Path] = WORKLOAD, jobs: Optional[int] = JOBS,
     names = parse_schedulers(schedulers)
     plot = _plot_path(plot)
     _check_stall(stall)
-    arrivals = _workload(workload, jobs, gap, seed, seed_given=False)   # the simulation uses the seed too
     shape = cluster.control_plane.node_shape(nodes, cpu, memory)
+    arrivals = _workload(workload, jobs, gap, seed, nodes=[shape] * nodes, seed_given=False)   # the simulation uses the seed too
     check_fits(arrivals, [shape] * nodes, str(workload) if workload else "random workload",
                reshape="{}")
     runs = [run_one(arrivals, [shape] * nodes, s, stall_s=stall, seed=seed) for s in names]
@@ -197,7 +197,7 @@ def _check_stall(stall: float) -> None:
 
 
 def _workload(workload: Optional[Path], jobs: Optional[int], gap: Optional[float], seed: Optional[int],
-              seed_given: bool = True) -> list:
+              nodes: list[tuple[float, float]], seed_given: bool = True) -> list:
     """The workload file's jobs, or a random workload; the random workload's options with a
     file are refused (they were ignored without a word)."""
     from coach.errors import SpecError
@@ -217,7 +217,10 @@ def _workload(workload: Optional[Path], jobs: Optional[int], gap: Optional[float
         raise SpecError("--jobs", "", f"must be at most {MAX_JOBS}, got {jobs}")
     if gap != gap or gap == float("inf"):
         raise SpecError("--gap", "", f"must be a finite number of seconds, got {gap}")
-    arrivals = random_workload(jobs, seed, mean_gap_s=gap)
+    # a random job's pods (1 CPU, 1 GiB each) fit the nodes together: the README's 2 nodes × 2 CPU
+    # refused the random workload for a 5-pod group ("make the group smaller")
+    room = sum(min(int(cpu), int(memory)) for cpu, memory in nodes)
+    arrivals = random_workload(jobs, seed, mean_gap_s=gap, max_pods=room if 3 <= room < 6 else 6)
     if arrivals[-1].at > MAX_SECONDS:
         raise SpecError("--gap", "", f"{jobs} jobs {gap:g} s apart arrive over {arrivals[-1].at:.3g} s, more than "
                                      f"a day ({MAX_SECONDS:g} s): give a smaller --gap or fewer --jobs")

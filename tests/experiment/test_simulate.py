@@ -212,6 +212,13 @@ def test_the_random_workloads_options_are_refused_with_a_workload_file(tmp_path:
     assert ran.returncode == 0 and f"1 job, {tmp_path / 'one.yaml'}" in ran.stdout, ran.stdout + ran.stderr
 
 
+def test_the_random_workload_fits_small_nodes() -> None:
+    """2 nodes × 2 CPU (4 pods at once) refused the default random workload for a 5-pod group,
+    "make the group smaller", which a random workload's user cannot do: its groups now fit."""
+    proc = cli("--nodes", "2", "--cpu", "2", "--memory", "4Gi")
+    assert proc.returncode == 0 and "random, seed" in proc.stdout, proc.stderr
+
+
 @pytest.mark.parametrize("args, message", [
     (["--cpu", "0"], "--cpu: must be more than 0"),
     # 1e16 cores were written as is: 1e19 millicores, past what the schedulers' 64-bit counts hold
