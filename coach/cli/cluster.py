@@ -23,13 +23,23 @@ err = Console(stderr=True, soft_wrap=True, markup=False)
 
 
 @app.command()
-def up(nodes: int = typer.Option(cluster.control_plane.DEFAULT_NODES, "--nodes", min=0, help="Simulated nodes."),
-       cpu: str = typer.Option(cluster.control_plane.DEFAULT_CPU, "--cpu", help="CPU of each node (e.g. 4)."),
-       memory: str = typer.Option(cluster.control_plane.DEFAULT_MEMORY, "--memory",
-                                  help="Memory of each node (e.g. 8Gi; a plain number is GiB)."),
+def up(nodes: Optional[int] = typer.Option(None, "--nodes", min=0, help=(
+           f"Simulated nodes (default: the running cluster's, else {cluster.control_plane.DEFAULT_NODES}).")),
+       cpu: Optional[str] = typer.Option(None, "--cpu", help=(
+           f"CPU of each node, e.g. 4 (default: the running cluster's, else {cluster.control_plane.DEFAULT_CPU}).")),
+       memory: Optional[str] = typer.Option(None, "--memory", help=(
+           "Memory of each node, e.g. 8Gi; a plain number is GiB (default: the running cluster's, else "
+           f"{cluster.control_plane.DEFAULT_MEMORY}).")),
        force: bool = typer.Option(False, "--force",
                                   help="Reshape the nodes even while jobs of this machine's store run on them.")) -> None:
-    """Start the control plane (or reshape the running one); the last line is the kubeconfig path."""
+    """Start the control plane (or reshape the running one); the last line is the kubeconfig path.
+
+    What is not given keeps the running cluster's shape: `coach cluster up`, as a stopped
+    component's message advises, reset 2 × 2 CPU nodes to the defaults."""
+    running = cluster.control_plane.ClusterState.load(cluster.control_plane.state_dir())
+    nodes = nodes if nodes is not None else running.nodes if running else cluster.control_plane.DEFAULT_NODES
+    cpu = cpu if cpu is not None else running.cpu if running else cluster.control_plane.DEFAULT_CPU
+    memory = memory if memory is not None else running.memory if running else cluster.control_plane.DEFAULT_MEMORY
     size = cluster.control_plane.node_shape(nodes, cpu, memory)
     if not force and (change := cluster.control_plane.disturbs(nodes, cpu, memory)):
         _refuse_while_jobs_run(f"`coach cluster up --force` {change} under them")

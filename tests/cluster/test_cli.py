@@ -46,6 +46,9 @@ def test_up_is_idempotent_and_prints_the_kubeconfig_last(control_plane: Path) ->
     finally:
         k.close()
     assert caps == {"2"}
+    # no flags, as the message of a stopped component advises: the shape stays (it was reset to the defaults)
+    again = run("up")
+    assert again.returncode == 0 and "control plane up: 3 nodes × (2 CPU, 4 GiB)" in again.stderr, again.stderr
 
 
 @pytest.mark.parametrize("args, message", [
