@@ -475,14 +475,14 @@ def load_spec(path: str | Path) -> JobSpec:
     return parse_spec(read_yaml(path), str(path), Path(path).parent)
 
 
-def read_yaml(path: str | Path) -> Any:
+def read_yaml(path: str | Path, what: str = "job file") -> Any:
     """A YAML file's content (a key given twice is an error); every problem is a SpecError
     naming the file (and the line, for invalid YAML)."""
     p = Path(path)
     source = str(path)
     mode = looked_up(p, source)
     if not stat.S_ISREG(mode):
-        raise SpecError(source, "", "a folder, not a job file" if stat.S_ISDIR(mode) else "not a regular file")
+        raise SpecError(source, "", f"a folder, not a {what}" if stat.S_ISDIR(mode) else "not a regular file")
     text = ""
     try:
         text = p.read_text(encoding="utf-8")

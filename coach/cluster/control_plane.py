@@ -97,8 +97,10 @@ class ClusterState:
             raw["processes"] = [Process(**p) for p in raw.get("processes", [])]
             return cls(**raw)
         except (ValueError, TypeError, KeyError, AttributeError) as e:   # hand-edited, truncated, foreign
-            raise ClusterError(f"{path}: not a control-plane state written by `coach cluster up` ({e}); "
-                               "stop any processes it started by hand, then delete the file") from None
+            why = f"not JSON: {e}" if isinstance(e, json.JSONDecodeError) else "its fields are not those it writes"
+            raise ClusterError(f"{path}: not a control-plane state written by `coach cluster up` ({why}); stop "
+                               "the processes it started (`pgrep -af 'etcd|kube-apiserver|kube-scheduler|"
+                               "coach-scheduler'`), then delete the file") from None
 
     def save(self, directory: Path) -> None:
         (directory / "state.json").write_text(json.dumps(asdict(self), indent=1))

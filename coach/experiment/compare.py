@@ -23,6 +23,8 @@ def check_fits(workload: list[JobArrival], nodes: list[tuple[float, float]], sou
     """A pod that no node can hold, or a minimum group that even empty nodes cannot hold at
     once, would only wait out the stall in every run (read as a deadlock, or as never placed):
     refuse it now. `reshape` names the options that change the nodes (`{}`: which ones)."""
+    if not nodes and workload:   # "more than any node has (0 CPU)" asked for bigger nodes, not for any
+        raise SpecError(source, "jobs[0]", f"the cluster has no nodes: add some with {reshape.format('--nodes')}")
     cpu, memory = max((c for c, _ in nodes), default=0.0), max((m for _, m in nodes), default=0.0)
     for i, job in enumerate(workload):
         if any(job.cpu <= c and job.memory_gib <= m for c, m in nodes):

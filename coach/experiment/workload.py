@@ -75,7 +75,7 @@ def random_workload(jobs: int, seed: int, mean_gap_s: float = 1.0, max_pods: int
 def load_workload(path: Path) -> list[JobArrival]:
     """Read a workload file: `jobs:` a list of {name, at, pods, min_group, cpu, memory, run}.
     Every problem names the file and the field."""
-    raw = read_yaml(path)
+    raw = read_yaml(path, "workload file")
     extra = sorted(map(str, set(raw) - {"jobs"})) if isinstance(raw, dict) else []
     if extra:   # first: a misspelt `jobs:` is named as such, not as `jobs` missing
         raise SpecError(str(path), extra[0], "unknown field; a workload file holds only `jobs`")

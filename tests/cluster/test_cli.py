@@ -151,6 +151,7 @@ def test_a_damaged_state_file_is_named_not_a_traceback(tmp_path: Path, content: 
         proc = run(command, env={"COACH_CLUSTER_DIR": str(tmp_path)})
         assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
         assert f"{tmp_path / 'state.json'}: not a control-plane state" in proc.stderr
+        assert "__init__" not in proc.stderr and "pgrep -af" in proc.stderr, proc.stderr   # it read "__init__() missing 5 ..."
 
 
 @pytest.mark.parametrize(("option", "value", "problem"), [

@@ -101,3 +101,21 @@ def test_a_nodes_memory_reads_as_kubernetes_writes_it(memory: str, gib: float) -
     from coach.cluster.nodes import node_size
 
     assert node_size({"status": {"allocatable": {"cpu": "4", "memory": memory}}}) == (4.0, pytest.approx(gib))
+
+
+def test_a_cluster_without_nodes_is_named_as_such() -> None:
+    """`coach cluster up --nodes 0`, then compare: "a pod asks 1 CPU, more than any node has (0 CPU):
+    reshape the nodes with --cpu/--memory" asked for bigger nodes where there were none."""
+    from coach.errors import SpecError
+    from coach.experiment.compare import check_fits
+
+    with pytest.raises(SpecError, match=r"^w.yaml: jobs\[0\]: the cluster has no nodes: add some with "
+                                        r"`coach cluster up --nodes`$"):
+        check_fits(random_workload(2, seed=1), [], "w.yaml")
+
+
+def test_a_folder_given_as_workload_is_named_a_workload_file(tmp_path) -> None:
+    from coach.errors import SpecError
+
+    with pytest.raises(SpecError, match="a folder, not a workload file$"):   # it said "not a job file"
+        load_workload(tmp_path)
