@@ -40,6 +40,10 @@ class Kube:
     def request(self, method: str, path: str, **kw: Any) -> httpx.Response:
         try:
             return self.http.request(method, path, **kw)
+        except httpx.ConnectError as e:   # it read "[Errno 111] Connection refused" only
+            raise ClusterError(f"apiserver {self.server}: {method} {path}: {e}: the control plane is not "
+                               "running (`coach cluster status` says which part stopped; `coach cluster up` "
+                               "starts it)") from e
         except httpx.HTTPError as e:
             raise ClusterError(f"apiserver {self.server}: {method} {path}: {e}") from e
 

@@ -301,3 +301,21 @@ def test_scheduler_metrics_of_no_running_control_plane_say_so(tmp_path: Path, mo
 def test_scheduler_metrics_are_the_running_schedulers_own(control_plane: Path) -> None:
     for name, profile in (("kube-scheduler", "default-scheduler"), ("coach-scheduler", "coach-gang")):
         assert f'profile="{profile}"' in coach.cluster.control_plane.scheduler_metrics(name)
+
+
+def test_an_apiserver_that_is_gone_is_named_with_what_to_do(tmp_path: Path) -> None:
+    """A job on the cluster backend after `coach cluster down --force` failed with "[Errno 111]
+    Connection refused" and nothing more. No control plane here: a port nobody listens on."""
+    from coach.cluster import ClusterError
+    from coach.ports import free_port
+
+    config = tmp_path / "kubeconfig"
+    config.write_text(json.dumps({"clusters": [{"cluster": {"server": f"https://127.0.0.1:{free_port()}",
+                                                            "insecure-skip-tls-verify": True}}],
+                                  "users": [{"user": {"token": "t"}}]}))
+    k = Kube(config, timeout=5.0)
+    try:
+        with pytest.raises(ClusterError, match=r"the control plane is not running \(`coach cluster status` says"):
+            k.pods("default")
+    finally:
+        k.close()
