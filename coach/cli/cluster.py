@@ -4,6 +4,7 @@ a workload through its schedulers on it, `simulate` models the same without it."
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Optional
@@ -50,9 +51,19 @@ def up(nodes: Optional[int] = typer.Option(None, "--nodes", min=0, help=(
 
 
 @app.command()
-def status() -> None:
-    """Show which components run and how many nodes and pods the cluster has."""
+def status(json_out: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+    """Show which components run and how many nodes and pods the cluster has (exit 1 if it cannot
+    be used)."""
     st = cluster.status()
+    if json_out:
+        print(json.dumps(dict(running=st.running, problem=st.not_running() or None, state_dir=str(st.state_dir),
+                              kubeconfig=None if st.kubeconfig is None else str(st.kubeconfig),
+                              components=st.components, apiserver_ready=st.apiserver_ready,
+                              nodes=[list(n) for n in st.node_sizes], schedulers=st.schedulers, pods=st.pods,
+                              bound_pods=st.bound_pods)))
+        if not st.running:
+            raise typer.Exit(1)
+        return
     if not st.components:
         print(f"not running (state in {st.state_dir})")
         raise typer.Exit(1)
@@ -244,7 +255,6 @@ def _jobs(arrivals: list) -> str:
 def _report(arrivals: list, runs: list, title: str, setup: dict, json_out: bool, plot: Optional[Path]) -> None:
     """The runs' figures as a table or JSON (with `setup`: what reruns the experiment), then the
     plot (after the figures: a failed plot does not lose them)."""
-    import json
     import sys
 
     from coach.experiment import summarize

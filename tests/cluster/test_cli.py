@@ -39,6 +39,9 @@ def test_up_is_idempotent_and_prints_the_kubeconfig_last(control_plane: Path) ->
     assert "coach-scheduler  running" in status.stdout
     assert "nodes            3 × (2 CPU, 4 GiB)\n" in status.stdout
     assert "schedulers       default-scheduler, bin-pack, coach-gang" in status.stdout
+    as_json = json.loads(run("status", "--json").stdout)   # there was none
+    assert as_json["running"] and as_json["problem"] is None and as_json["nodes"] == [[2.0, 4.0]] * 3, as_json
+    assert as_json["components"]["coach-scheduler"] and "coach-gang" in as_json["schedulers"]
     # any client with nothing but the kubeconfig
     k = Kube(control_plane)
     try:
