@@ -25,9 +25,9 @@ import yaml
 from coach import quantities
 from coach.data import DATASET_OPTIONS, DATASETS, SYNTHETIC_DEFAULTS, train_size
 from coach.errors import SpecError, StateError
-from coach.files import looked_up
 from coach.estimate.cost import (DEFAULT_CPU_CORE_SECOND_PRICE, DEFAULT_GIB_SECOND_PRICE, DEFAULT_RESOURCES, ROLES,
                                  Prices, RoleResources, epoch_cost)
+from coach.files import looked_up
 from coach.models import BUILTIN_MODELS
 
 OPTIMIZERS = ("sgd", "nag", "adam", "rmsprop", "adagrad")

@@ -35,8 +35,8 @@ def up(nodes: Optional[int] = typer.Option(None, "--nodes", min=0, help=(
                                   help="Reshape the nodes even while jobs of this machine's store run on them.")) -> None:
     """Start the control plane (or reshape the running one); the last line is the kubeconfig path.
 
-    What is not given keeps the running cluster's shape: `coach cluster up`, as a stopped
-    component's message advises, reset 2 × 2 CPU nodes to the defaults."""
+    Options left out keep the running cluster's shape."""
+    # a plain `coach cluster up`, as a stopped component's message advises, reset the nodes to the defaults
     running = cluster.control_plane.ClusterState.load(cluster.control_plane.state_dir())
     nodes = nodes if nodes is not None else running.nodes if running else cluster.control_plane.DEFAULT_NODES
     cpu = cpu if cpu is not None else running.cpu if running else cluster.control_plane.DEFAULT_CPU
@@ -191,7 +191,8 @@ def simulate(workload: Optional[Path] = WORKLOAD, jobs: Optional[int] = JOBS,
     plot = _plot_path(plot)
     _check_stall(stall)
     shape = cluster.control_plane.node_shape(nodes, cpu, memory)
-    arrivals = _workload(workload, jobs, gap, seed, nodes=[shape] * nodes, seed_given=False)   # the simulation uses the seed too
+    # seed_given=False: the simulation's own choices use the seed too
+    arrivals = _workload(workload, jobs, gap, seed, nodes=[shape] * nodes, seed_given=False)
     check_fits(arrivals, [shape] * nodes, str(workload) if workload else "random workload",
                reshape="{}")
     runs = [run_one(arrivals, [shape] * nodes, s, stall_s=stall, seed=seed) for s in names]
