@@ -5,6 +5,7 @@ a workload through its schedulers on it, `simulate` models the same without it."
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Optional
@@ -15,6 +16,7 @@ from rich.table import Table
 
 from coach import cluster
 from coach.errors import CoachError
+from coach.identity import process_identity, still_running
 from coach.state.records import FINAL_STATUSES
 from coach.state.store import Store, coach_home
 
@@ -94,9 +96,21 @@ def down(force: bool = typer.Option(False, "--force",
     print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
 
 
+COMPARING = "compare.run"
+"""In the cluster's state folder while a `coach cluster compare` runs: its process identity."""
+
+
 def _refuse_while_jobs_run(override: str) -> None:
-    """A job whose pods vanish under it fails its epoch and leaves its spend charged: say which jobs
-    would, and how to stop them, before taking the cluster away or reshaping it."""
+    """A job whose pods vanish under it fails its epoch and leaves its spend charged, and a
+    comparison loses its runs: say which would, and how to stop them, before taking the cluster
+    away or reshaping it."""
+    try:
+        comparing = (cluster.state_dir() / COMPARING).read_text()
+    except OSError:
+        comparing = ""
+    if still_running(comparing):   # `down` during a compare lost its runs to "Connection refused"
+        raise CoachError(f"a `coach cluster compare` (pid {comparing.split(':')[1]}) runs on the cluster: let it "
+                         "end, or stop it with Ctrl-C (--force goes ahead anyway)")
     if not (coach_home() / "coach.db").exists():   # no job ever ran here: do not create a store
         return
     running = [j for j in Store().jobs() if j.backend == "cluster" and j.status not in FINAL_STATUSES]
@@ -159,11 +173,14 @@ def compare(workload: Optional[Path] = WORKLOAD, jobs: Optional[int] = JOBS,
         raise cluster.ClusterError(f"the running control plane has no {', '.join(missing)} scheduler (an older coach "
                                    "started it): `coach cluster up` restarts it with every scheduler")
     kube = cluster.Kube(st.kubeconfig)
+    marker = cluster.state_dir() / COMPARING   # `up` and `down` refuse while it names this process
+    marker.write_text(process_identity(os.getpid()) or "")
     try:
         runs = run_all(kube, arrivals, str(workload) if workload else "random workload", stall, names,
                        progress=_progress_printer(stall), announce=err.print)
     finally:
         kube.close()
+        marker.unlink(missing_ok=True)
     setup = dict(workload=str(workload) if workload else None, seed=None if workload else seed, stall_s=stall,
                  schedulers=list(names), nodes=[list(n) for n in st.node_sizes], simulated=False)
     _report(arrivals, runs, f"{_jobs(arrivals)}, {workload or f'random, seed {seed}'}, on nodes "

@@ -322,3 +322,19 @@ def test_an_apiserver_that_is_gone_is_named_with_what_to_do(tmp_path: Path) -> N
             k.pods("default")
     finally:
         k.close()
+
+
+@pytest.mark.parametrize("alive", [True, False])
+def test_down_refuses_while_a_comparison_runs(tmp_path: Path, alive: bool) -> None:
+    """`coach cluster down` during a compare stopped the cluster under it, and the comparison
+    ended with "Connection refused" and none of its runs. This process stands in for it."""
+    from coach.identity import process_identity
+
+    (tmp_path / "compare.run").write_text(process_identity(os.getpid()) if alive else f"x:{2**22 + 1}:0")
+    env = {"COACH_CLUSTER_DIR": str(tmp_path)}
+    proc = run("down", env=env)
+    if alive:
+        assert proc.returncode == 1 and f"a `coach cluster compare` (pid {os.getpid()}) runs on the cluster: " \
+            "let it end, or stop it with Ctrl-C (--force goes ahead anyway)" in proc.stderr, proc.stderr
+        proc = run("down", "--force", env=env)
+    assert proc.returncode == 0 and "nothing was running" in proc.stdout, proc.stdout + proc.stderr

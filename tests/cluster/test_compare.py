@@ -33,6 +33,9 @@ def test_the_slides_deadlock_as_an_experiment(workload: Workload, tmp_path: Path
     assert gang["held_cpu_s"] < 2 and gang["makespan_s"] >= 2 * 3
     assert f"plot: {tmp_path / 'c.png'}" in proc.stderr and (tmp_path / "c.png").stat().st_size > 0
     assert not workload.kube.pods("coach-experiment"), "a run leaves no pods behind"
+    from coach.cluster import state_dir
+
+    assert not (state_dir() / "compare.run").exists(), "`up` and `down` would refuse after it"
     # the simulation of the same workload on the same nodes decides the same
     sim = run("simulate", str(tmp_path / "slides.yaml"), "--stall", "10", "--json")
     assert sim.returncode == 0, sim.stderr
