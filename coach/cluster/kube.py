@@ -40,12 +40,12 @@ class Kube:
     def request(self, method: str, path: str, **kw: Any) -> httpx.Response:
         try:
             return self.http.request(method, path, **kw)
-        except httpx.ConnectError as e:   # it read "[Errno 111] Connection refused" only
-            raise ClusterError(f"apiserver {self.server}: {method} {path}: {e}: the control plane is not "
-                               "running (`coach cluster status` says which part stopped; `coach cluster up` "
-                               "starts it)") from e
         except httpx.HTTPError as e:
-            raise ClusterError(f"apiserver {self.server}: {method} {path}: {e}") from e
+            # a refused connection read "[Errno 111] Connection refused" only (a failed TLS handshake
+            # is a ConnectError too, with the apiserver running: not said to be down)
+            down = (": the control plane is not running (`coach cluster status` says which part stopped; "
+                    "`coach cluster up` starts it)") if _refused(e) else ""
+            raise ClusterError(f"apiserver {self.server}: {method} {path}: {e}{down}") from e
 
     def call(self, method: str, path: str, ok: tuple[int, ...] = (200, 201), **kw: Any) -> Obj:
         r = self.request(method, path, **kw)
@@ -139,3 +139,13 @@ def write_kubeconfig(path: Path, server: str, token: str, ca_file: Path | None, 
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
 
 
+def _refused(e: BaseException) -> bool:
+    """Whether nothing listened where the apiserver should: a ConnectionRefusedError in the chain
+    of causes that httpx wraps."""
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, ConnectionRefusedError):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False

@@ -306,22 +306,39 @@ def test_scheduler_metrics_are_the_running_schedulers_own(control_plane: Path) -
         assert f'profile="{profile}"' in coach.cluster.control_plane.scheduler_metrics(name)
 
 
-def test_an_apiserver_that_is_gone_is_named_with_what_to_do(tmp_path: Path) -> None:
+@pytest.mark.parametrize("listening", [False, True])
+def test_an_apiserver_that_is_gone_is_named_with_what_to_do(tmp_path: Path, listening: bool) -> None:
     """A job on the cluster backend after `coach cluster down --force` failed with "[Errno 111]
-    Connection refused" and nothing more. No control plane here: a port nobody listens on."""
-    from coach.cluster import ClusterError
-    from coach.ports import free_port
+    Connection refused" and nothing more. No control plane here: a port nobody listens on, or
+    one that answers the TLS handshake with garbage (a failed handshake is not a stopped apiserver)."""
+    import socket
+    import threading
 
+    from coach.cluster import ClusterError
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    if listening:
+        def answer() -> None:
+            conn, _ = server.accept()
+            conn.sendall(b"not TLS\r\n\r\n")
+            conn.close()
+        threading.Thread(target=answer, daemon=True).start()
+    else:
+        server.close()
     config = tmp_path / "kubeconfig"
-    config.write_text(json.dumps({"clusters": [{"cluster": {"server": f"https://127.0.0.1:{free_port()}",
+    config.write_text(json.dumps({"clusters": [{"cluster": {"server": f"https://127.0.0.1:{port}",
                                                             "insecure-skip-tls-verify": True}}],
                                   "users": [{"user": {"token": "t"}}]}))
     k = Kube(config, timeout=5.0)
     try:
-        with pytest.raises(ClusterError, match=r"the control plane is not running \(`coach cluster status` says"):
+        with pytest.raises(ClusterError, match=f"apiserver https://127.0.0.1:{port}: GET ") as err:
             k.pods("default")
     finally:
         k.close()
+        server.close()
+    said = "the control plane is not running (`coach cluster status` says which part stopped"
+    assert (said in str(err.value)) is not listening, str(err.value)
 
 
 @pytest.mark.parametrize("alive", [True, False])
