@@ -39,10 +39,11 @@ def up(nodes: Optional[int] = typer.Option(None, "--nodes", min=0, help=(
 
     Options left out keep the running cluster's shape."""
     # a plain `coach cluster up`, as a stopped component's message advises, reset the nodes to the defaults
-    running = cluster.control_plane.ClusterState.load(cluster.control_plane.state_dir())
-    nodes = nodes if nodes is not None else running.nodes if running else cluster.control_plane.DEFAULT_NODES
-    cpu = cpu if cpu is not None else running.cpu if running else cluster.control_plane.DEFAULT_CPU
-    memory = memory if memory is not None else running.memory if running else cluster.control_plane.DEFAULT_MEMORY
+    cp = cluster.control_plane
+    running = cp.ClusterState.load(cp.state_dir())
+    kept = (running.nodes, running.cpu, running.memory) if running else (cp.DEFAULT_NODES, cp.DEFAULT_CPU,
+                                                                           cp.DEFAULT_MEMORY)
+    nodes, cpu, memory = (given if given is not None else old for given, old in zip((nodes, cpu, memory), kept))
     size = cluster.control_plane.node_shape(nodes, cpu, memory)
     if not force and (change := cluster.control_plane.disturbs(nodes, cpu, memory)):
         _refuse_while_jobs_run(f"`coach cluster up --force` {change} under them")

@@ -75,7 +75,7 @@ def read_curve(path: Path) -> Curve:
         raise SpecError(source, "", "no rows: expected lines of 'epoch,loss'")
     i_epoch, i_loss, i_train, width = 0, 1, None, 2
     first = [c.strip().lower() for c in rows[0][1]]
-    if not _is_number(first[0]):
+    if header := not _is_number(first[0]):
         loss = "loss" if "loss" in first else "val_loss"   # `val_loss`: as Coach's own records name it
         if "epoch" not in first or loss not in first:
             raise SpecError(source, f"line {rows[0][0]}", "header must name the columns 'epoch' and 'loss' (or "
@@ -85,7 +85,7 @@ def read_curve(path: Path) -> Curve:
         i_epoch, i_loss, width = first.index("epoch"), first.index(loss), len(first)
         i_train = first.index("train_loss") if "train_loss" in first else None
         rows = rows[1:]
-    columns = (f"the header names {width} columns" if not _is_number(first[0]) else
+    columns = (f"the header names {width} columns" if header else
                "without a header a line is 'epoch,loss'; a header line such as 'epoch,loss,train_loss' names more")
     for n, row in rows:   # a cell more than the columns named is a damaged line, not data to drop
         if (cells := len(_trimmed(row))) > width:

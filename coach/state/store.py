@@ -163,18 +163,17 @@ class Store:
             with self._connect() as c:
                 _use_wal(c)
                 c.executescript(SCHEMA)
-                for table, added in _ADDED_COLUMNS.items():
+                for table, want in _expected_columns().items():
                     have = {r["name"] for r in c.execute(f"PRAGMA table_info({table})")}
-                    for name, decl in added:
+                    for name, decl in _ADDED_COLUMNS.get(table, []):
                         if name not in have:
                             try:
                                 c.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
                             except sqlite3.OperationalError as e:   # another process added it first
                                 if "duplicate column" not in str(e):
                                     raise
-                for table, want in _expected_columns().items():   # else a read failed as a traceback
-                    have = {r["name"] for r in c.execute(f"PRAGMA table_info({table})")}
-                    if missing := sorted(want - have):
+                            have.add(name)
+                    if missing := sorted(want - have):   # else a read failed later as a traceback
                         raise StateError(f"{self.path}: the state store cannot be used: its table {table} has no "
                                          f"column {', '.join(missing)} (edited, or made by another version of Coach); "
                                          "move it away to start a new one; its jobs are then forgotten")
