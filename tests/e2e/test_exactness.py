@@ -12,7 +12,7 @@ from coach.backends.local import LocalBackend
 from coach.data import load_dataset, shard_steps
 from coach.job.epoch import EpochPlan, EpochRunner
 from coach.models import build_model
-from coach.training.worker import mean_loss
+from coach.training.worker import mean_loss, validation_stride
 
 pytestmark = pytest.mark.slow
 HYPER = {"batch_size": 64, "optimizer": "sgd", "learning_rate": 0.05, "momentum": 0.9}
@@ -58,26 +58,46 @@ def test_distributed_epochs_with_checkpoints_equal_single_process_training(tmp_p
     assert vals == pytest.approx(_single_process(2), rel=1e-5)
 
 
+def _loaded(model: str, classes: int, shape: tuple[int, ...], checkpoint: str):
+    """The network of a checkpoint Coach wrote."""
+    import mxnet as mx
+
+    net = build_model(model, classes)
+    net.initialize(mx.init.Xavier())
+    net(mx.nd.zeros((1,) + shape))
+    net.load_parameters(str(Path(checkpoint) / "params"))
+    return net
+
+
 def test_tuning_mini_epochs_and_the_rest_of_epoch_1_equal_a_whole_epoch_1(tmp_path: Path) -> None:
     """A dynamic job's tuning trains the head of training epoch 1, each mini-epoch from the last
     one's checkpoint (weights and momentum), and epoch 1 the rest: the same epoch 1 as a static
     job's, so one seed gives one trajectory whatever the allocation. On (1, 1) throughout it is
     single-process training's to 1e-5; other allocations only add rounding (the test below)."""
+    import mxnet as mx
+
     backend = LocalBackend(cpu=2)
     runner = EpochRunner(backend, tmp_path, max_retries=0, on_event=lambda *_: None)
-    first, ckpt, out = 0, None, None
+    first, ckpt, outs = 0, None, []
     try:
         for i, limit in enumerate((768, 768, None)):
-            out = runner.run(EpochPlan(job_id="pieces", phase="tuning" if limit else "training", epoch=i + 1,
+            outs.append(out := runner.run(EpochPlan(job_id="pieces", phase="tuning" if limit else "training", epoch=i + 1,
                                        workers=1, servers=1, seed=1, limit=limit, first=first, deadline_s=300,
                                        checkpoint_in=ckpt, checkpoint_out=str(tmp_path / f"ck{i}"),
                                        task={"dataset": {"name": "mnist-5k"}, "model": {"name": "lenet"},
-                                             "hyper": HYPER}))
+                                             "hyper": HYPER})))
             first, ckpt = first + out.samples, out.checkpoint
     finally:
         backend.close()
     assert first == 4000
     assert out.val_loss == pytest.approx(_single_process(1)[0], rel=1e-5)
+    # a mini-epoch validates on its share of the held-out split: its checkpoint's loss on that share
+    data, stride = load_dataset("mnist-5k"), validation_stride(1000, 4000, 768)
+    assert stride == 4
+    for mini in outs[:2]:
+        net = _loaded("lenet", data.num_classes, data.sample_shape, mini.checkpoint)
+        assert mini.val_loss == pytest.approx(mean_loss(net, data.x_val[::stride], data.y_val[::stride], mx), rel=1e-5)
+        assert mini.val_loss != pytest.approx(mean_loss(net, data.x_val, data.y_val, mx), rel=1e-3)
 
 
 def test_model_state_outside_the_gradients_is_the_same_in_checkpoint_and_validation(tmp_path: Path) -> None:
@@ -99,10 +119,7 @@ def test_model_state_outside_the_gradients_is_the_same_in_checkpoint_and_validat
     finally:
         backend.close()
     data = load_dataset("synthetic", {k: v for k, v in dataset.items() if k != "name"})
-    net = build_model("resnet18", data.num_classes)
-    net.initialize(mx.init.Xavier())
-    net(mx.nd.zeros((1,) + data.sample_shape))
-    net.load_parameters(str(Path(out.checkpoint) / "params"))
+    net = _loaded("resnet18", data.num_classes, data.sample_shape, out.checkpoint)
     # after 5 steps the running statistics are far from the data's, so the loss is large
     # (~100); what matters is that the reported loss is the checkpoint's
     assert out.val_loss == pytest.approx(mean_loss(net, data.x_val, data.y_val, mx), rel=1e-5)
