@@ -25,6 +25,10 @@ Optimus' greedy (EuroSys'18, §4.1) over the capacity the jobs share:
    their noise: a gain inside the error is no reason to change, in either direction
    (without this a job fell from (2, 1) to its minimum whenever noisy epochs raised the
    model's error, and trained slower). Stop when no step qualifies.
+3. Then, job by job, leap to a configuration the job measured beyond where the steps
+   stopped if it measured faster by MEASURED_GAIN for every function it adds, and fits
+   the room left, the limits and the budget (`_leap`): one step at a time cannot pass a
+   configuration measured slower than the one before it.
 
 A job alone on a 2-core machine whose measured speed does not improve with a second
 worker therefore stays at one worker: U ≤ 0 for the worker step. Deterministic: ties go
@@ -181,13 +185,23 @@ def plan_with_waits(demands: Sequence[JobDemand], capacity_cpu: float, capacity_
         role_res = d.resources[best[3]]
         room.take([(role_res.cpu, role_res.memory_gib)])
 
+    leaps: dict[str, str] = {}
+    for d in demands:
+        if (ws := alloc[d.job_id]) is not None and (leap := _leap(d, ws, room)) is not None:
+            (lw, ls), gain = leap
+            stopped = _reason(d, ws, room).split("stopped because ", 1)[-1]
+            leaps[d.job_id] = (f"{_ws(lw, ls)}: measured {gain:.0%} faster than {_ws(*ws)}, where granting one "
+                               f"function at a time stopped because {stopped}")
+            room.take(functions(d.resources, lw - ws[0], ls - ws[1], scheduler=False))
+            alloc[d.job_id] = (lw, ls)
+
     result: dict[str, Allocation | None] = {}
     for d in demands:
         ws = alloc[d.job_id]
         if ws is None:
             result[d.job_id] = None
             continue
-        result[d.job_id] = Allocation(ws[0], ws[1], _reason(d, ws, room))
+        result[d.job_id] = Allocation(ws[0], ws[1], leaps.get(d.job_id) or _reason(d, ws, room))
     waits = {job_id: "; ".join(n) for job_id, n in notes.items() if result[job_id] is None}
     return result, waits
 
@@ -250,9 +264,9 @@ def footprint(resources: Mapping[str, RoleResources], w: int, s: int) -> tuple[f
     return sum(c for c, _ in group), sum(m for _, m in group)
 
 
-def functions(resources: Mapping[str, RoleResources], w: int, s: int) -> list[Size]:
+def functions(resources: Mapping[str, RoleResources], w: int, s: int, scheduler: bool = True) -> list[Size]:
     """(cores, GiB) of each function of one scheduler, `s` servers and `w` workers."""
-    counts = {"scheduler": 1, "server": s, "worker": w}
+    counts = {"scheduler": int(scheduler), "server": s, "worker": w}
     return [(resources[r].cpu, resources[r].memory_gib) for r, n in counts.items() for _ in range(n)]
 
 
@@ -306,6 +320,34 @@ def _step(d: JobDemand, ws: tuple[int, int], role: str, room: _Room) -> _Step:
         return _Step(False, per_core, f"a {nth} {role} would save {now - then:.3g} s {horizon} "
                                       f"({per_core:.3g} s per core), under {floor:.0%} of {now:.3g} s")
     return _Step(True, per_core, f"a {nth} {role} would save {per_core:.3g} s {horizon} per core")
+
+
+def _leap(d: JobDemand, ws: tuple[int, int], room: _Room) -> tuple[tuple[int, int], float] | None:
+    """A measured configuration beyond `ws`, where granting one function at a time stopped,
+    that beats it by MEASURED_GAIN for every function it adds, and its gain; None if none fits
+    the room left, the job's limits and its epoch budget.
+
+    One step at a time cannot pass a configuration measured slower: a (2, 1) mini-epoch run
+    during a burst of load read slower than (1, 1), and the job, then every resubmission of it,
+    trained on (1, 1) at 1,050 samples/s though its (2, 2) epoch had run at 1,300–1,400."""
+    if d.static is not None or d.speed is None:
+        return None
+    w, s = ws
+    rate = d.speed.measured(w, s) or d.speed.predict(w, s)
+    best: tuple[tuple[int, int], float] | None = None
+    for lw, ls in sorted({(p[0], p[1]) for p in d.speed.points}):
+        if (lw, ls) == ws or not (w <= lw <= d.max_workers and s <= ls <= d.max_servers):
+            continue
+        measured = d.speed.measured(lw, ls)   # None if measured at another global batch
+        if measured is None or measured < rate * (1 + MEASURED_GAIN) ** (lw - w + ls - s):
+            continue
+        if room.lacks(functions(d.resources, lw - w, ls - s, scheduler=False)) is not None:
+            continue
+        if d.epoch_budget is not None and predicted_epoch_cost(d, lw, ls) > d.epoch_budget:   # type: ignore[operator]
+            continue
+        if best is None or measured / rate - 1 > best[1]:
+            best = ((lw, ls), measured / rate - 1)
+    return best
 
 
 def _epoch_s(d: JobDemand, w: int, s: int) -> float:

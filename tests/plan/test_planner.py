@@ -229,6 +229,32 @@ def test_a_step_between_measured_configurations_is_judged_on_what_they_measured(
     assert (out.workers, out.servers) == expected and why in out.reason, out.reason
 
 
+# measured on lenet-mnist, 2 cores: a (2, 1) mini-epoch run beside another command read slower
+# than (1, 1), and one step at a time never got past it to (2, 2)'s whole epochs
+PAST_A_SLOW_ONE = {(1, 1): 1050, (2, 1): 950, (1, 2): 1000, (2, 2): 1350}
+
+
+@pytest.mark.parametrize(
+    ("rates", "kw", "expected", "why"),
+    [
+        pytest.param(PAST_A_SLOW_ONE, {}, (2, 2), "measured 29% faster than 1 worker, 1 server", id="leaps"),
+        pytest.param({**PAST_A_SLOW_ONE, (2, 2): 1140}, {}, (1, 1), "would slow it down",
+                     id="not-for-less-than-the-noise-per-function-added"),   # +8.6% for 2: under 1.05²
+        pytest.param(PAST_A_SLOW_ONE, {"max_servers": 1}, (1, 1), "max_servers=1", id="within-the-job's-limits"),
+        pytest.param(PAST_A_SLOW_ONE, {"capacity_cpu": 3.0}, (1, 1), "would slow it down", id="within-the-capacity"),
+        pytest.param(PAST_A_SLOW_ONE, {"budget": 1.5}, (1, 1), "would slow it down", id="within-the-epoch-budget"),
+    ],
+)
+def test_a_configuration_measured_faster_is_reached_past_one_measured_slower(rates, kw, expected, why):
+    speed = tuned(rates)
+    capacity = kw.pop("capacity_cpu", 16)
+    if "budget" in kw:   # between an epoch's cost on (1, 1) and on (2, 2)
+        kw["epoch_budget"] = kw.pop("budget") * predicted_epoch_cost(job("a", speed), 1, 1)
+        assert predicted_epoch_cost(job("a", speed), 2, 2) > kw["epoch_budget"]
+    out = plan([job("a", speed, current=(1, 1), **kw)], capacity_cpu=capacity, capacity_memory_gib=64)["a"]
+    assert (out.workers, out.servers) == expected and why in out.reason, out.reason
+
+
 def test_a_job_gives_up_what_it_runs_on_when_it_does_not_help():
     # trained on (2, 2), but a 2nd worker and a 2nd server measured slower: back to (1, 1)
     slower = fit_speed([SpeedSample(1, 1, 1000, 64), SpeedSample(2, 1, 930, 128), SpeedSample(1, 2, 920, 64),
