@@ -48,7 +48,7 @@ def up(nodes: Optional[int] = typer.Option(None, "--nodes", min=0, help=(
     if not force and (change := cluster.control_plane.disturbs(nodes, cpu, memory)):
         _refuse_while_jobs_run(f"`coach cluster up --force` {change} under them")
     kubeconfig = cluster.up(nodes=nodes, cpu=cpu, memory=memory)
-    err.print(f"control plane up: {nodes} node{'s' * (nodes != 1)} × ({size[0]:g} CPU, {size[1]:g} GiB); "
+    err.print(f"control plane up: {nodes} node{'s' * (nodes != 1)} × ({_size(*size)}); "
               f"schedulers: {', '.join(cluster.control_plane.SCHEDULERS)}")
     print(kubeconfig)
 
@@ -83,7 +83,16 @@ def status(json_out: bool = typer.Option(False, "--json", help="Print one JSON o
 
 def _nodes(sizes: list[tuple[float, float]]) -> str:
     """`3 × (4 CPU, 8 GiB)`; a term per shape if someone made the nodes unequal by hand."""
-    return " + ".join(f"{n} × ({cpu:g} CPU, {mem:g} GiB)" for (cpu, mem), n in sorted(Counter(sizes).items())) or "0"
+    return " + ".join(f"{n} × ({_size(cpu, mem)})" for (cpu, mem), n in sorted(Counter(sizes).items())) or "0"
+
+
+def _size(cpu: float, memory_gib: float) -> str:
+    """`4 CPU, 8 GiB`; a million GiB without an exponent (`:g` wrote `1e+06 GiB`)."""
+    return f"{_plain(cpu)} CPU, {_plain(memory_gib)} GiB"
+
+
+def _plain(x: float) -> str:
+    return f"{x:.0f}" if x == int(x) else f"{x:.6g}"
 
 
 @app.command()
@@ -173,19 +182,26 @@ def compare(workload: Optional[Path] = WORKLOAD, jobs: Optional[int] = JOBS,
     if missing:
         raise cluster.ClusterError(f"the running control plane has no {', '.join(missing)} scheduler (an older coach "
                                    "started it): `coach cluster up` restarts it with every scheduler")
+    setup = dict(workload=str(workload) if workload else None, seed=None if workload else seed, stall_s=stall,
+                 schedulers=list(names), nodes=[list(n) for n in st.node_sizes], simulated=False)
+    title = f"{_jobs(arrivals)}, {workload or f'random, seed {seed}'}, on nodes {_nodes(st.node_sizes)}"
     kube = cluster.Kube(st.kubeconfig)
     marker = cluster.state_dir() / COMPARING   # `up` and `down` refuse while it names this process
     marker.write_text(process_identity(os.getpid()) or "")
+    runs: list = []
     try:
-        runs = run_all(kube, arrivals, str(workload) if workload else "random workload", stall, names,
-                       progress=_progress_printer(stall), announce=err.print)
+        run_all(kube, arrivals, str(workload) if workload else "random workload", stall, names,
+                progress=_progress_printer(stall), announce=err.print, finished=runs)
+    except (cluster.ClusterError, KeyboardInterrupt):
+        if 0 < len(runs) < len(names):   # a run that failed or was interrupted keeps the runs before it
+            err.print(f"the comparison stopped in its {names[len(runs)]} run; the {len(runs)} run(s) before it:")
+            _report(arrivals, runs, f"{title} (stopped in the {names[len(runs)]} run)",
+                    dict(setup, schedulers=list(names[:len(runs)]), stopped_in=names[len(runs)]), json_out, plot)
+        raise
     finally:
         kube.close()
         marker.unlink(missing_ok=True)
-    setup = dict(workload=str(workload) if workload else None, seed=None if workload else seed, stall_s=stall,
-                 schedulers=list(names), nodes=[list(n) for n in st.node_sizes], simulated=False)
-    _report(arrivals, runs, f"{_jobs(arrivals)}, {workload or f'random, seed {seed}'}, on nodes "
-                            f"{_nodes(st.node_sizes)}", setup, json_out, plot)
+    _report(arrivals, runs, title, setup, json_out, plot)
 
 
 @app.command()
@@ -208,7 +224,7 @@ def simulate(workload: Optional[Path] = WORKLOAD, jobs: Optional[int] = JOBS,
     names = parse_schedulers(schedulers)
     plot = _plot_path(plot)
     _check_stall(stall)
-    shape = cluster.control_plane.node_shape(nodes, cpu, memory)
+    shape = cluster.control_plane.node_shape(nodes, cpu, memory, fewest=1)
     # seed_given=False: the simulation's own choices use the seed too
     arrivals = _workload(workload, jobs, gap, seed, nodes=[shape] * nodes, seed_given=False)
     check_fits(arrivals, [shape] * nodes, str(workload) if workload else "random workload",
@@ -217,7 +233,7 @@ def simulate(workload: Optional[Path] = WORKLOAD, jobs: Optional[int] = JOBS,
     setup = dict(workload=str(workload) if workload else None, seed=seed, stall_s=stall, schedulers=list(names),
                  nodes=[list(shape)] * nodes, simulated=True)
     _report(arrivals, runs, f"{_jobs(arrivals)}, {workload or f'random, seed {seed}'}, simulated on "
-                            f"{nodes} node{'s' * (nodes != 1)} × ({shape[0]:g} CPU, {shape[1]:g} GiB)", setup, json_out,
+                            f"{nodes} node{'s' * (nodes != 1)} × ({_size(*shape)})", setup, json_out,
             plot)
 
 

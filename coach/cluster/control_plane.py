@@ -203,12 +203,12 @@ MAX_NODE_CPU = 100_000   # cores: beyond any machine; the schedulers count milli
 MAX_NODE_GIB = 1 << 20   # 1 PiB, for the same reason in bytes
 
 
-def node_shape(nodes: int, cpu: str, memory: str) -> tuple[float, float]:
+def node_shape(nodes: int, cpu: str, memory: str, fewest: int = 0) -> tuple[float, float]:
     """A node's (CPU, GiB) from `--cpu` and `--memory` in whole millicores and MiB, after checking
-    them and `--nodes`. A plain memory number is GiB, as in job files (to Kubernetes it would be
-    bytes, and `--memory 8` made nodes that fit no pod)."""
-    if nodes < 0 or nodes > 5000:   # 0 is a cluster whose pods all stay pending: an experiment too
-        raise SpecError("--nodes", "", f"must be between 0 and 5000, got {nodes}")
+    them and `--nodes` (at least `fewest`). A plain memory number is GiB, as in job files (to
+    Kubernetes it would be bytes, and `--memory 8` made nodes that fit no pod)."""
+    if not fewest <= nodes <= 5000:   # 0 is a cluster whose pods all stay pending: an experiment too
+        raise SpecError("--nodes", "", f"must be between {fewest} and 5000, got {nodes}")
     shape = []
     for flag, value, read, example, least, written, most, most_text in (
             ("--cpu", cpu, quantities.cores, "4 or 500m", 0.001, "1m", MAX_NODE_CPU, f"{MAX_NODE_CPU} cores"),

@@ -14,6 +14,7 @@ import yaml
 from coach.cluster.errors import ClusterError
 
 Obj = dict[str, Any]
+CONNECT_RETRIES = 2
 
 
 class Kube:
@@ -31,7 +32,11 @@ class Kube:
             ctx = ssl.create_default_context()
             ctx.load_verify_locations(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
             verify = ctx
-        self.http = httpx.Client(base_url=self.server, verify=verify, timeout=timeout,
+        # a connection that fails before the request is sent is tried again (after 0 s, then
+        # 0.5 s): one TLS handshake with the session's apiserver failed under load in CI
+        # ("TLSV1_ALERT_DECODE_ERROR"), and the comparison it belonged to failed with it
+        self.http = httpx.Client(base_url=self.server, timeout=timeout,
+                                 transport=httpx.HTTPTransport(verify=verify, retries=CONNECT_RETRIES),
                                  headers={"Authorization": f"Bearer {user['token']}"})
 
     def close(self) -> None:

@@ -45,7 +45,9 @@ def check_fits(workload: list[JobArrival], nodes: list[tuple[float, float]], sou
 
 def compare(kube: Kube, workload: list[JobArrival], source: str, stall_s: float,
             schedulers: tuple[str, ...] = DEFAULT, progress: Callable[[Run, float], None] | None = None,
-            announce: Callable[[str], None] = lambda _: None) -> list[Run]:
+            announce: Callable[[str], None] = lambda _: None, finished: list[Run] | None = None) -> list[Run]:
+    """Each scheduler's run of `workload`, in order; each run is appended to `finished` (when
+    given) as it ends, so that a caller whose later run fails or is interrupted keeps the others."""
     nodes = nodes_of(kube)
     check_fits(workload, nodes, source)
     kube.ensure_namespace(NAMESPACE)
@@ -60,7 +62,7 @@ def compare(kube: Kube, workload: list[JobArrival], source: str, stall_s: float,
         announce(f"warning: other work bound to the nodes holds {held:g} of the {capacity:g} CPU ({pods}: {names}); "
                  "every run has that much less room, and the share of capacity used counts only the rest")
         capacity = max(capacity - held, 0.001)
-    runs = []
+    runs = finished if finished is not None else []
     for scheduler in schedulers:
         announce(f"{scheduler}: {len(workload)} jobs on {len(nodes)} nodes ({capacity:g} CPU{' free' if others else ''})")
         runs.append(replay(kube, workload, scheduler, NAMESPACE, capacity, stall_s=stall_s, progress=progress))

@@ -319,10 +319,11 @@ def test_an_apiserver_that_is_gone_is_named_with_what_to_do(tmp_path: Path, list
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
     if listening:
-        def answer() -> None:
-            conn, _ = server.accept()
-            conn.sendall(b"not TLS\r\n\r\n")
-            conn.close()
+        def answer() -> None:   # every time: a failed handshake is tried again (`CONNECT_RETRIES`)
+            while True:
+                conn, _ = server.accept()
+                conn.sendall(b"not TLS\r\n\r\n")
+                conn.close()
         threading.Thread(target=answer, daemon=True).start()
     else:
         server.close()
@@ -339,6 +340,57 @@ def test_an_apiserver_that_is_gone_is_named_with_what_to_do(tmp_path: Path, list
         server.close()
     said = "the control plane is not running (`coach cluster status` says which part stopped"
     assert (said in str(err.value)) is not listening, str(err.value)
+
+
+def test_a_handshake_that_fails_once_is_tried_again(control_plane: Path, tmp_path: Path) -> None:
+    """One TLS handshake with the session's apiserver failed in CI ("TLSV1_ALERT_DECODE_ERROR")
+    and took a whole comparison with it. Here a relay in front of the real apiserver answers the
+    first connection with garbage and passes the next ones through."""
+    import socket
+
+    import yaml
+
+    cfg = yaml.safe_load(control_plane.read_text())
+    apiserver = cfg["clusters"][0]["cluster"]["server"].removeprefix("https://").rsplit(":", 1)
+    relay = socket.create_server(("127.0.0.1", 0))
+    connections: list[str] = []
+
+    def pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            dst.close()
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = relay.accept()
+            except OSError:
+                return
+            if not connections:
+                connections.append("garbage")
+                conn.sendall(b"not TLS\r\n\r\n")
+                conn.close()
+                continue
+            connections.append("relayed")
+            upstream = socket.create_connection((apiserver[0], int(apiserver[1])))
+            threading.Thread(target=pump, args=(conn, upstream), daemon=True).start()
+            threading.Thread(target=pump, args=(upstream, conn), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    cfg["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{relay.getsockname()[1]}"
+    relayed = tmp_path / "kubeconfig"
+    relayed.write_text(yaml.safe_dump(cfg))
+    k = Kube(relayed, timeout=10.0)
+    try:
+        assert len(k.nodes()) >= 1
+    finally:
+        k.close()
+        relay.close()
+    assert connections[:2] == ["garbage", "relayed"], connections
 
 
 @pytest.mark.parametrize("alive", [True, False])

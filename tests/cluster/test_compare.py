@@ -4,12 +4,16 @@ on the real control plane."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from coach.cluster.control_plane import scheduler_metrics
 
-from tests.cluster.test_cli import run
+from tests.cluster.test_cli import ROOT, run
 from tests.cluster.workload import Workload, job_pod, wait_for
 
 SLIDES = """# the deadlock of the slides: 8 slots (2 nodes × 4 CPU), 4 jobs of 4 pods that must start together
@@ -125,6 +129,37 @@ def test_other_work_on_the_nodes_is_named_and_not_counted_as_capacity(workload: 
     (gang,) = json.loads(proc.stdout)["runs"]
     # 4 CPU busy for 3 of the run's ~3.3 s: about 0.9 of the free 4 CPU (it was 0.45 of 8)
     assert gang["finished"] == 1 and gang["busy_share"] > 0.6, gang
+
+
+def test_an_interrupted_comparison_keeps_the_runs_before_it(workload: Workload, tmp_path: Path) -> None:
+    """A Ctrl-C (or a failure) in the second scheduler's run exited with "interrupted" alone: the
+    first run's minutes were lost."""
+    workload.reset(nodes=2, cpu="4", memory="8Gi")
+    (tmp_path / "slides.yaml").write_text(SLIDES)
+    proc = subprocess.Popen([sys.executable, "-m", "coach.cli.main", "cluster", "compare", str(tmp_path / "slides.yaml"),
+                             "--stall", "5", "--json"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stderr = ""
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:   # the second run has begun: interrupt it
+            stderr += line
+            if line.startswith("coach-gang: "):
+                proc.send_signal(signal.SIGINT)
+                break
+        out, rest = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        workload.kube.delete_pods("coach-experiment")   # the interrupted run's pods
+    stderr += rest
+    assert proc.returncode == 130 and "the comparison stopped in its coach-gang run; the 1 run(s) before it:" in stderr, stderr
+    result = json.loads(out)
+    assert result["setup"]["stopped_in"] == "coach-gang" and result["setup"]["schedulers"] == ["default-scheduler"]
+    (default,) = result["runs"]
+    assert default["scheduler"] == "default-scheduler" and default["ended"] == "stalled", default
+    from coach.cluster import state_dir
+
+    assert not (state_dir() / "compare.run").exists()
 
 
 def test_compare_refuses_bad_input_before_running(workload: Workload, tmp_path: Path) -> None:

@@ -219,6 +219,11 @@ def test_the_random_workload_fits_small_nodes() -> None:
     assert proc.returncode == 0 and "random, seed" in proc.stdout, proc.stderr
 
 
+def test_node_sizes_are_shown_without_exponents() -> None:
+    proc = cli("--jobs", "3", "--nodes", "2", "--memory", "1000000")   # read "(4 CPU, 1e+06 GiB)"
+    assert proc.returncode == 0 and "simulated on 2 nodes × (4 CPU, 1000000 GiB)" in proc.stdout, proc.stderr
+
+
 @pytest.mark.parametrize("args, message", [
     (["--cpu", "0"], "--cpu: must be more than 0"),
     # 1e16 cores were written as is: 1e19 millicores, past what the schedulers' 64-bit counts hold
@@ -238,6 +243,7 @@ def test_the_random_workload_fits_small_nodes() -> None:
     (["--gap", "1e308", "--jobs", "3"], "--gap: 3 jobs 1e+308 s apart arrive over"),
     (["--jobs", "100000", "--gap", "0"], "--jobs: must be at most 1000, got 100000"),   # ran for minutes unsaid
     (["--nodes", "0"], "Invalid value for '--nodes'"),
+    (["--nodes", "100000"], "--nodes: must be between 1 and 5000, got 100000"),   # said "between 0 and"
     (["--plot", "x.gif"], "--plot: cannot write '.gif' files"),
     (["--schedulers", "nope"], "--schedulers: unknown scheduler 'nope'; known: default-scheduler, bin-pack, "
                                "coach-gang, or all"),
