@@ -222,6 +222,12 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
                     if left and owed > 0 else "")
             raise SpecError("--budget", "", f"{job.job_id} has spent {job.spent:.4g}{owes}; give more than "
                                             f"{job.spent + owed:.6g}, got {budget:g}")
+        next_cost = job.eta.get("next_epoch_cost") if job.status == "budget_exhausted" else None
+        if isinstance(next_cost, (int, float)) and budget < job.spent + owed + next_cost:
+            # its run would start the functions only to stop again on the same prediction
+            raise SpecError("--budget", "", f"{job.job_id} has spent {job.spent:.4g} and its next epoch is "
+                                            f"predicted to cost {next_cost:.4g}; give at least "
+                                            f"{job.spent + owed + next_cost:.6g}, got {budget:g}")
     history = store.epochs(job.job_id)
     trained = sum(1 for e in history if e.phase == "training")
     limit = max_epochs or spec.max_epochs
@@ -256,6 +262,7 @@ def resumed_eta(eta: dict[str, Any], new_budget: bool, now: float | None = None)
     stood still does not count (a resumed job read "ETA 15 epochs, ~0s"); with a new budget, without
     what the old one paid for (it read "the budget pays for ~0 more epochs")."""
     eta = dict(eta, at=time.time() if now is None else now) if "at" in eta else dict(eta)
+    eta.pop("next_epoch_cost", None)   # what stopped its last run: predicted again as it runs
     if new_budget:
         eta.pop("budget_epochs", None)
     return eta

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import ssl
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,8 @@ import yaml
 from coach.cluster.errors import ClusterError
 
 Obj = dict[str, Any]
-CONNECT_RETRIES = 2
+CONNECT_RETRIES = 2     # more tries of a request whose connection failed (not refused) before it was sent
+CONNECT_RETRY_S = 0.2   # after this, then twice this
 
 
 class Kube:
@@ -32,25 +34,30 @@ class Kube:
             ctx = ssl.create_default_context()
             ctx.load_verify_locations(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
             verify = ctx
-        # a connection that fails before the request is sent is tried again (after 0 s, then
-        # 0.5 s): one TLS handshake with the session's apiserver failed under load in CI
-        # ("TLSV1_ALERT_DECODE_ERROR"), and the comparison it belonged to failed with it
-        self.http = httpx.Client(base_url=self.server, timeout=timeout,
-                                 transport=httpx.HTTPTransport(verify=verify, retries=CONNECT_RETRIES),
+        self.http = httpx.Client(base_url=self.server, verify=verify, timeout=timeout,
                                  headers={"Authorization": f"Bearer {user['token']}"})
 
     def close(self) -> None:
         self.http.close()
 
     def request(self, method: str, path: str, **kw: Any) -> httpx.Response:
-        try:
-            return self.http.request(method, path, **kw)
-        except httpx.HTTPError as e:
-            # a refused connection read "[Errno 111] Connection refused" only (a failed TLS handshake
-            # is a ConnectError too, with the apiserver running: not said to be down)
-            down = (": the control plane is not running (`coach cluster status` says which part stopped; "
-                    "`coach cluster up` starts it)") if _refused(e) else ""
-            raise ClusterError(f"apiserver {self.server}: {method} {path}: {e}{down}") from e
+        retries = 0
+        while True:
+            try:
+                return self.http.request(method, path, **kw)
+            except httpx.HTTPError as e:
+                # a connection that failed before the request was sent, other than a refused one (the
+                # apiserver is not there), is tried again: one TLS handshake with the session's
+                # apiserver failed under load in CI ("TLSV1_ALERT_DECODE_ERROR"), and a whole
+                # comparison with it
+                if isinstance(e, httpx.ConnectError) and not _refused(e) and retries < CONNECT_RETRIES:
+                    retries += 1
+                    time.sleep(CONNECT_RETRY_S * retries)
+                    continue
+                # a refused connection read "[Errno 111] Connection refused" only
+                down = (": the control plane is not running (`coach cluster status` says which part stopped; "
+                        "`coach cluster up` starts it)") if _refused(e) else ""
+                raise ClusterError(f"apiserver {self.server}: {method} {path}: {e}{down}") from e
 
     def call(self, method: str, path: str, ok: tuple[int, ...] = (200, 201), **kw: Any) -> Obj:
         r = self.request(method, path, **kw)

@@ -188,9 +188,9 @@ class JobLoop:
         """A Ctrl-C of this process, or `coach stop` from any other."""
         return self.run.stop.is_set() or self.store.stop_requested(self.run.job_id)
 
-    def _finish(self, status: str, message: str) -> str:
+    def _finish(self, status: str, message: str, **job: Any) -> str:
         self._shown()
-        self.store.update_job(self.run.job_id, status=status, message=message)
+        self.store.update_job(self.run.job_id, status=status, message=message, **job)
         self._event(status, message)
         return status
 
@@ -719,8 +719,11 @@ class JobLoop:
         job = self.store.job(self.run.job_id)
         why = (f"the next epoch would cost {predicted:.4g} but only {left:.4g} is left" if predicted
                else f"spent {job.spent:.4g} of {self.spec.budget:g}")
+        # kept for `coach resume --budget`, which refuses a raise that cannot pay for that epoch
+        eta = dict(job.eta, next_epoch_cost=predicted) if predicted else job.eta
         return self._finish("budget_exhausted", f"budget exhausted: {why}; checkpoint kept, "
-                            f"validation loss {job.val_loss if job.val_loss is not None else float('nan'):.4g}")
+                            f"validation loss {job.val_loss if job.val_loss is not None else float('nan'):.4g}",
+                            eta=eta)
 
     def _waiting(self, why: str) -> None:
         job = self.store.job(self.run.job_id)

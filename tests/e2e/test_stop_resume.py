@@ -111,6 +111,22 @@ def test_resume_refuses_bad_limits_as_bad_input_and_keeps_the_job(coach_home: Pa
     assert (job.status, job.budget, job.spent) == ("stopped", 0.01, 0.001)
 
 
+def test_resume_refuses_a_budget_that_cannot_pay_for_the_next_epoch(coach_home: Path) -> None:
+    """A raise under the next epoch's predicted cost was accepted: the job started its functions
+    and stopped on its budget again 1.7 s later."""
+    store = Store()
+    spec = dataclasses.asdict(parse_spec(dict(FAST_JOB, name="poor", budget=0.01), "j.yaml"))
+    store.create_job("poor", "poor", "/jobs/j.yaml", spec, 0.3, 0.01)
+    store.update_job("poor", status="budget_exhausted", spent=0.009, eta={"next_epoch_cost": 0.002},
+                     message="budget exhausted: the next epoch would cost 0.002 but only 0.001 is left")
+    proc = run_coach("resume", "poor", "--budget", "0.0105")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert ("--budget: poor has spent 0.009 and its next epoch is predicted to cost 0.002; give at least 0.011, "
+            "got 0.0105") in proc.stderr, proc.stderr
+    job = store.job("poor")
+    assert (job.status, job.budget, job.spent) == ("budget_exhausted", 0.01, 0.009)
+
+
 def test_interrupting_submit_stops_the_job_and_leaves_no_process(tmp_path: Path, coach_home: Path) -> None:
     from tests.e2e.test_failures import _wait_no_processes_of
 

@@ -214,6 +214,10 @@ def test_static_job_with_tight_budget_stops_as_budget_exhausted(tmp_path: Path, 
     assert again.returncode == 1 and "stopped on its budget" in again.stderr and "larger --budget" in again.stderr
     same = run_coach("resume", rec["job_id"], "--budget", str(rec["budget"]))   # no more money than before
     assert same.returncode == 2 and "larger --budget" in same.stderr, same.stderr   # a bad argument
+    if predicted is not None:   # nor less than its next epoch is predicted to cost
+        need = rec["spent"] + float(predicted.group(1)) - rec["budget"]   # > 0: why it stopped
+        short = run_coach("resume", rec["job_id"], "--budget", repr(rec["budget"] + need / 2))
+        assert short.returncode == 2 and "its next epoch is predicted to cost" in short.stderr, short.stderr
     assert json.loads(run_coach("status", "--json", check=True).stdout)[0]["spent"] == rec["spent"]
 
 

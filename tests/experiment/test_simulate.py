@@ -219,6 +219,23 @@ def test_the_random_workload_fits_small_nodes() -> None:
     assert proc.returncode == 0 and "random, seed" in proc.stdout, proc.stderr
 
 
+def test_a_simulation_shows_what_it_runs_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """1,000 jobs ran 5 s a scheduler without a word."""
+    import io
+
+    from rich.console import Console
+    from typer.testing import CliRunner
+
+    import coach.cli.cluster
+
+    screen = io.StringIO()
+    monkeypatch.setattr(coach.cli.cluster, "err", Console(file=screen, force_terminal=True, width=100))
+    result = CliRunner().invoke(coach.cli.cluster.app, ["simulate", "--jobs", "4", "--json"])
+    assert result.exit_code == 0, result.output
+    shown = screen.getvalue()
+    assert "simulating 4 jobs with default-scheduler…" in shown and "with coach-gang…" in shown, shown
+
+
 def test_node_sizes_are_shown_without_exponents() -> None:
     proc = cli("--jobs", "3", "--nodes", "2", "--memory", "1000000")   # read "(4 CPU, 1e+06 GiB)"
     assert proc.returncode == 0 and "simulated on 2 nodes × (4 CPU, 1000000 GiB)" in proc.stdout, proc.stderr

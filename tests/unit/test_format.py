@@ -158,9 +158,10 @@ def test_a_resumed_eta_counts_from_the_resume_and_forgets_an_old_budget(new_budg
     from coach.cli.jobs import resumed_eta
 
     stopped = dict(reachable=True, asymptote=0.1, epochs_left=3, lo=2, hi=5, seconds=30.0, seconds_lo=20.0,
-                   seconds_hi=50.0, at=NOW - 3600, budget_epochs=0)   # predicted an hour before the resume
+                   seconds_hi=50.0, at=NOW - 3600, budget_epochs=0,   # predicted an hour before the resume
+                   next_epoch_cost=0.002)   # what stopped it: predicted again by the resumed run
     eta = resumed_eta(stopped, new_budget, now=NOW)
-    assert eta_text(job(**eta), now=NOW) == said
+    assert eta_text(job(**eta), now=NOW) == said and "next_epoch_cost" not in eta
 
 
 def test_event_times_carry_their_dates_unless_all_are_of_today() -> None:
