@@ -93,7 +93,7 @@ def _size(cpu: float, memory_gib: float) -> str:
 
 
 def _plain(x: float) -> str:
-    return f"{x:.0f}" if x == int(x) else f"{x:.6g}"
+    return f"{x:.5f}".rstrip("0").rstrip(".")   # no exponent; nodes are whole millicores and MiB
 
 
 @app.command()
@@ -193,11 +193,14 @@ def compare(workload: Optional[Path] = WORKLOAD, jobs: Optional[int] = JOBS,
     try:
         run_all(kube, arrivals, str(workload) if workload else "random workload", stall, names,
                 progress=_progress_printer(stall), announce=err.print, finished=runs)
-    except (cluster.ClusterError, KeyboardInterrupt):
+    except BaseException:
         if 0 < len(runs) < len(names):   # a run that failed or was interrupted keeps the runs before it
             err.print(f"the comparison stopped in its {names[len(runs)]} run; the {len(runs)} run(s) before it:")
-            _report(arrivals, runs, f"{title} (stopped in the {names[len(runs)]} run)",
-                    dict(setup, schedulers=list(names[:len(runs)]), stopped_in=names[len(runs)]), json_out, plot)
+            try:
+                _report(arrivals, runs, f"{title} (stopped in the {names[len(runs)]} run)",
+                        dict(setup, schedulers=list(names[:len(runs)]), stopped_in=names[len(runs)]), json_out, plot)
+            except Exception:   # noqa: BLE001 (a failed plot: the stop's own error is the one to see)
+                pass
         raise
     finally:
         kube.close()

@@ -225,9 +225,10 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
         next_cost = job.eta.get("next_epoch_cost") if job.status == "budget_exhausted" else None
         if isinstance(next_cost, (int, float)) and budget < job.spent + owed + next_cost:
             # its run would start the functions only to stop again on the same prediction
-            raise SpecError("--budget", "", f"{job.job_id} has spent {job.spent:.4g} and its next epoch is "
+            owes = f", owes {owed:.4g}" if owed > 0 else ""
+            raise SpecError("--budget", "", f"{job.job_id} has spent {job.spent:.4g}{owes} and its next epoch is "
                                             f"predicted to cost {next_cost:.4g}; give at least "
-                                            f"{job.spent + owed + next_cost:.6g}, got {budget:g}")
+                                            f"{_rounded_up(job.spent + owed + next_cost)}, got {budget:g}")
     history = store.epochs(job.job_id)
     trained = sum(1 for e in history if e.phase == "training")
     limit = max_epochs or spec.max_epochs
@@ -255,6 +256,12 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
     moved = f" on the {runner.name} backend (it ran on {job.backend})" if runner.name != job.backend else ""
     store.add_event(job.job_id, "resumed", f"from epoch {job.epoch}{moved}")
     _run({job.job_id: spec}, runner, json_out, store)
+
+
+def _rounded_up(x: float, digits: int = 6) -> str:
+    """`x` in `digits` significant digits, rounded up: a budget shown rounded down was refused."""
+    step = 10.0 ** (math.floor(math.log10(x)) - digits + 1)
+    return f"{math.ceil(x / step) * step:.{digits}g}"
 
 
 def resumed_eta(eta: dict[str, Any], new_budget: bool, now: float | None = None) -> dict[str, Any]:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from coach.state.store import Store
+
 from tests.conftest import COACH, FAST_JOB, ROOT, run_coach, write_job
 from tests.unit.test_models import HANG_OP
 
@@ -214,8 +216,8 @@ def test_static_job_with_tight_budget_stops_as_budget_exhausted(tmp_path: Path, 
     assert again.returncode == 1 and "stopped on its budget" in again.stderr and "larger --budget" in again.stderr
     same = run_coach("resume", rec["job_id"], "--budget", str(rec["budget"]))   # no more money than before
     assert same.returncode == 2 and "larger --budget" in same.stderr, same.stderr   # a bad argument
-    if predicted is not None:   # nor less than its next epoch is predicted to cost
-        need = rec["spent"] + float(predicted.group(1)) - rec["budget"]   # > 0: why it stopped
+    if predicted is not None:   # nor less than its next epoch is predicted to cost (unrounded, in the store)
+        need = rec["spent"] + Store().job(rec["job_id"]).eta["next_epoch_cost"] - rec["budget"]   # > 0: why it stopped
         short = run_coach("resume", rec["job_id"], "--budget", repr(rec["budget"] + need / 2))
         assert short.returncode == 2 and "its next epoch is predicted to cost" in short.stderr, short.stderr
     assert json.loads(run_coach("status", "--json", check=True).stdout)[0]["spent"] == rec["spent"]
@@ -387,7 +389,6 @@ def test_a_resubmitted_model_asks_its_earlier_runs(tmp_path: Path, coach_home: P
     assert first not in message
     # the first found none, and that is stored: `coach plot` asks no run that finished after it started
     from coach.job.earlier import NONE_FOUND
-    from coach.state.store import Store
 
     assert Store().job(first).earlier_job == NONE_FOUND
     # scripts read a list of job ids (it was the store's text: "-" for none, ids comma-separated)

@@ -243,6 +243,10 @@ PAST_A_SLOW_ONE = {(1, 1): 1050, (2, 1): 950, (1, 2): 1000, (2, 2): 1350}
         pytest.param(PAST_A_SLOW_ONE, {"max_servers": 1}, (1, 1), "max_servers=1", id="within-the-job's-limits"),
         pytest.param(PAST_A_SLOW_ONE, {"capacity_cpu": 3.0}, (1, 1), "would slow it down", id="within-the-capacity"),
         pytest.param(PAST_A_SLOW_ONE, {"budget": 1.5}, (1, 1), "would slow it down", id="within-the-epoch-budget"),
+        # two more workers for 1% more than (2, 2): the most gain per function added, not the most gain
+        pytest.param({**PAST_A_SLOW_ONE, (4, 2): 1365}, {"max_workers": 4}, (2, 2), "measured 29% faster",
+                     id="the-most-gain-per-function"),
+        pytest.param(PAST_A_SLOW_ONE, {"static": (1, 1)}, (1, 1), "static allocation", id="not-a-static-job"),
     ],
 )
 def test_a_configuration_measured_faster_is_reached_past_one_measured_slower(rates, kw, expected, why):
