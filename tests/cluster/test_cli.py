@@ -321,7 +321,10 @@ def test_an_apiserver_that_is_gone_is_named_with_what_to_do(tmp_path: Path, list
     if listening:
         def answer() -> None:   # every time: a failed handshake is tried again (`CONNECT_RETRIES`)
             while True:
-                conn, _ = server.accept()
+                try:
+                    conn, _ = server.accept()
+                except OSError:   # the test is over
+                    return
                 conn.sendall(b"not TLS\r\n\r\n")
                 conn.close()
         threading.Thread(target=answer, daemon=True).start()
