@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from coach.cluster.control_plane import scheduler_metrics
@@ -142,9 +143,10 @@ def test_an_interrupted_comparison_keeps_the_runs_before_it(workload: Workload, 
     stderr = ""
     try:
         assert proc.stderr is not None
-        for line in proc.stderr:   # the second run has begun: interrupt it
+        for line in proc.stderr:   # the second run has begun: interrupt it (its jobs take 6 s at least)
             stderr += line
             if line.startswith("coach-gang: "):
+                time.sleep(1.0)   # past the printing of that line
                 proc.send_signal(signal.SIGINT)
                 break
         out, rest = proc.communicate(timeout=60)
