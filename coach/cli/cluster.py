@@ -191,8 +191,9 @@ def compare(workload: Optional[Path] = WORKLOAD, jobs: Optional[int] = JOBS,
     marker.write_text(process_identity(os.getpid()) or "")
     runs: list = []
     try:
-        run_all(kube, arrivals, str(workload) if workload else "random workload", stall, names,
-                progress=_progress_printer(stall), announce=err.print, finished=runs)
+        for run in run_all(kube, arrivals, str(workload) if workload else "random workload", stall, names,
+                           progress=_progress_printer(stall), announce=err.print):
+            runs.append(run)   # one by one: a later run that fails or is interrupted keeps it
     except BaseException:
         if 0 < len(runs) < len(names):   # a run that failed or was interrupted keeps the runs before it
             err.print(f"the comparison stopped in its {names[len(runs)]} run; the {len(runs)} run(s) before it:")

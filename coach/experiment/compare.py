@@ -5,7 +5,7 @@ the room it holds is not counted as capacity."""
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterator
 
 from coach.cluster import Kube
 from coach.cluster.nodes import nodes_of, other_work
@@ -45,9 +45,9 @@ def check_fits(workload: list[JobArrival], nodes: list[tuple[float, float]], sou
 
 def compare(kube: Kube, workload: list[JobArrival], source: str, stall_s: float,
             schedulers: tuple[str, ...] = DEFAULT, progress: Callable[[Run, float], None] | None = None,
-            announce: Callable[[str], None] = lambda _: None, finished: list[Run] | None = None) -> list[Run]:
-    """Each scheduler's run of `workload`, in order; each run is appended to `finished` (when
-    given) as it ends, so that a caller whose later run fails or is interrupted keeps the others."""
+            announce: Callable[[str], None] = lambda _: None) -> Iterator[Run]:
+    """Each scheduler's run of `workload`, in order, as it ends: a caller whose later run fails
+    or is interrupted keeps the others."""
     nodes = nodes_of(kube)
     check_fits(workload, nodes, source)
     kube.ensure_namespace(NAMESPACE)
@@ -62,8 +62,6 @@ def compare(kube: Kube, workload: list[JobArrival], source: str, stall_s: float,
         announce(f"warning: other work bound to the nodes holds {held:g} of the {capacity:g} CPU ({pods}: {names}); "
                  "every run has that much less room, and the share of capacity used counts only the rest")
         capacity = max(capacity - held, 0.001)
-    runs = finished if finished is not None else []
     for scheduler in schedulers:
         announce(f"{scheduler}: {len(workload)} jobs on {len(nodes)} nodes ({capacity:g} CPU{' free' if others else ''})")
-        runs.append(replay(kube, workload, scheduler, NAMESPACE, capacity, stall_s=stall_s, progress=progress))
-    return runs
+        yield replay(kube, workload, scheduler, NAMESPACE, capacity, stall_s=stall_s, progress=progress)
