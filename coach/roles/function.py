@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -44,6 +45,7 @@ class ForkServer:
         self._out = proc.stdout.fileno()
         os.set_blocking(self._out, False)
         self._buffer = b""
+        self._closed = False   # its stdout has ended
 
     def alive(self) -> bool:
         if self.proc.poll() is None:
@@ -64,6 +66,7 @@ class ForkServer:
         try:
             while chunk := os.read(self._out, 65536):
                 self._buffer += chunk
+            self._closed = True
         except BlockingIOError:
             pass
         *lines, self._buffer = self._buffer.split(b"\n")
@@ -72,6 +75,14 @@ class ForkServer:
             if e["event"] == "ready":
                 self.ready_at = e["at"]
         return [e for e in found if e["event"] != "ready"]
+
+    def wait(self, timeout_s: float) -> None:
+        """Until the fork-server has said something or `timeout_s` has passed: a role's end is
+        answered when it comes, not at the next poll (25 ms sooner per role, on average)."""
+        if self._closed:   # an ended pipe would wake select at once, over and over
+            time.sleep(timeout_s)
+        else:
+            select.select([self._out], [], [], timeout_s)
 
     def close(self) -> None:
         if isinstance(self.proc, Forked) and not self.proc.forked:
@@ -126,6 +137,8 @@ class FunctionRuntime:
         self._lock = threading.Lock()
         self._server = ForkServer()
         self._role_pid: int | None = None   # the role process of the event being served
+        if role == "worker":   # what reading a worker's event imports (numpy): 0.05 s of its first event
+            import coach.data.datasets  # noqa: F401
 
     def readiness(self) -> tuple[int, str]:
         """Whether this replica serves an event at once: (200, ...) once its fork-server has
@@ -223,7 +236,7 @@ class FunctionRuntime:
                 if pid_file is not None and time.monotonic() - beat >= attempt_files.HEARTBEAT_S:
                     attempt_files.heartbeat(pid_file)   # also while it is being killed: that is served too
                     beat = time.monotonic()
-                time.sleep(POLL_S)
+                self._server.wait(POLL_S)
         finally:
             self._role_pid = None
             if pid_file is not None:

@@ -20,6 +20,7 @@ import json
 import os
 import select
 import signal
+import socket
 import sys
 import threading
 import time
@@ -89,12 +90,36 @@ def _dmlc_env(task: Any) -> dict[str, str]:
     return env
 
 
+SCHEDULER_WAIT_S = 5.0
+
+
+def await_scheduler(host: str, port: int, within_s: float = SCHEDULER_WAIT_S) -> bool:
+    """Whether the ps-lite scheduler's port took a connection within `within_s`.
+
+    ps-lite connects to the scheduler through ZeroMQ, which tries a refused connection again
+    only 100 ms later, and all roles of an epoch start at once: the servers and workers that
+    came before the scheduler had bound its port lost those 100 ms on every epoch (0.2 s from
+    a worker's start to its kvstore, 0.1 s once they wait here). Past `within_s`, ZeroMQ's own
+    retries go on as before."""
+    end = time.monotonic() + within_s
+    while True:
+        try:
+            socket.create_connection((host, port), timeout=within_s).close()
+            return True
+        except OSError:
+            if time.monotonic() >= end:
+                return False
+            time.sleep(0.002)
+
+
 def _run_role(task: Any) -> dict[str, Any]:
     """Inside the forked child: become the task's role and answer its measurements."""
     from coach.training import worker
 
     t0 = time.monotonic()
     os.environ.update(_dmlc_env(task))
+    if task.role != "scheduler":
+        await_scheduler(task.root_uri, task.root_port)
     try:
         if task.role == "worker":
             result = worker.run_worker(task)

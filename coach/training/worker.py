@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from coach.data import load_dataset, shard_steps
@@ -90,6 +91,9 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
     from mxnet import autograd, gluon
 
     t0 = time.monotonic()
+    # ps-lite's rendezvous (`Van::Start` polls every 100 ms until the scheduler has answered)
+    # goes on beside the model's construction: ctypes lets go of the GIL while it waits
+    rendezvous = ThreadPoolExecutor(1, thread_name_prefix="rendezvous").submit(mx.kv.create, "dist_sync")
     ctx = mx.cpu()
     ds_opts = {k: v for k, v in task.dataset.items() if k != "name"}
     data = load_dataset(task.dataset["name"], ds_opts)
@@ -101,7 +105,7 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
     # which the kvstore cannot send ("can't generate TBlob for MKLDNN data"): back to default
     net.collect_params().reset_ctx(ctx)   # fresh arrays, copied out in the default layout
 
-    kv = mx.kv.create("dist_sync")
+    kv = rendezvous.result()
     opt_name, opt_params = _optimizer(task.hyper)
     # The Trainer updates locally; gradients are summed across workers by the kvstore below,
     # one explicit push and pull per parameter (what update_on_kvstore=False means), so that
