@@ -55,6 +55,10 @@ def make_server(function_dir: Path, port: int = 0) -> tuple[ThreadingHTTPServer,
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # the headers and the body go out in two writes; with Nagle's algorithm the body waited
+        # for the caller's delayed ACK of the headers, 40 ms on Linux: every answer of an epoch
+        # came 40 ms after its role had finished (bench/answer_latency.py)
+        disable_nagle_algorithm = True
 
         def log_message(self, fmt: str, *args: Any) -> None:  # quiet: the job loop logs
             pass
