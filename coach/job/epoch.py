@@ -78,9 +78,10 @@ class EpochRunner:
         self.on_wait = on_wait   # the job's message while its functions wait for room
 
     def run(self, plan: EpochPlan, should_stop: Callable[[], bool] = lambda: False,
-            may_retry: Callable[[dict[str, float], int], str | None] = lambda *_: None) -> EpochOutcome:
+            may_retry: Callable[[dict[str, float], int], str | None] = lambda *_: None,
+            on_sent: Callable[[], None] = lambda: None) -> EpochOutcome:
         """Run the epoch, retried whole up to max_retries times while `may_retry(function_s so far,
-        attempts)` names no reason not to. Every attempt's folder is kept in one folder of the
+        attempts)` names no reason not to; `on_sent()` once an attempt's events are on their way. Every attempt's folder is kept in one folder of the
         epoch (`folder` of the outcome or of the EpochFailed), which the caller removes once it
         has recorded the charge: a run killed before that leaves it for the next run (`abandoned`)."""
         function_s = dict.fromkeys(ROLES, 0.0)
@@ -93,7 +94,8 @@ class EpochRunner:
                                      f"tried again: {why}; last error: {errors[-1]}")
                 if should_stop():   # also an attempt a stop cut short: no retry, but its time is paid
                     raise EpochFailed(f"{plan.phase} epoch {plan.epoch}: stopped by request")
-                outcome, error = self._attempt(plan, epoch_dir / str(attempt), attempt, function_s, should_stop)
+                outcome, error = self._attempt(plan, epoch_dir / str(attempt), attempt, function_s, should_stop,
+                                               on_sent)
                 if outcome is None and should_stop():
                     raise EpochFailed(f"{plan.phase} epoch {plan.epoch}: stopped by request")
             except EpochFailed as e:
@@ -115,7 +117,7 @@ class EpochRunner:
         raise failed
 
     def _attempt(self, plan: EpochPlan, attempt_dir: Path, attempt: int, function_s: dict[str, float],
-                 should_stop: Callable[[], bool]) -> tuple[EpochOutcome | None, str]:
+                 should_stop: Callable[[], bool], on_sent: Callable[[], None]) -> tuple[EpochOutcome | None, str]:
         try:
             group = {"scheduler": 1, "server": plan.servers, "worker": plan.workers}
             group = {role: max(n, plan.keep.get(role, 0)) for role, n in group.items()}
@@ -143,6 +145,7 @@ class EpochRunner:
         with ThreadPoolExecutor(len(calls)) as pool:
             futures = {pool.submit(self.backend.invoke, plan.job_id, role, i, payload,
                                    plan.deadline_s + HTTP_MARGIN_S): role for role, i, payload in calls}
+            on_sent()
             pending = set(futures)
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)

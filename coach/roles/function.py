@@ -45,7 +45,7 @@ class ForkServer:
         self._out = proc.stdout.fileno()
         os.set_blocking(self._out, False)
         self._buffer = b""
-        self._closed = False   # its stdout has ended
+        self._closed = False   # its stdout has ended: `wait` sleeps instead
 
     def alive(self) -> bool:
         if self.proc.poll() is None:
@@ -77,8 +77,9 @@ class ForkServer:
         return [e for e in found if e["event"] != "ready"]
 
     def wait(self, timeout_s: float) -> None:
-        """Until the fork-server has said something or `timeout_s` has passed: a role's end is
-        answered when it comes, not at the next poll (25 ms sooner per role, on average)."""
+        """Until the fork-server has said something or `timeout_s` has passed (all of it once its
+        output has ended): a role's end is answered when it comes, not at the next poll (25 ms
+        sooner per role, on average)."""
         if self._closed:   # an ended pipe would wake select at once, over and over
             time.sleep(timeout_s)
         else:

@@ -103,8 +103,8 @@ def await_scheduler(host: str, port: int, within_s: float = SCHEDULER_WAIT_S) ->
     retries go on as before."""
     end = time.monotonic() + within_s
     while True:
-        try:
-            socket.create_connection((host, port), timeout=within_s).close()
+        try:   # a connection dropped on the way (not refused) is given up soon, and tried again
+            socket.create_connection((host, port), timeout=max(0.01, min(0.1, end - time.monotonic()))).close()
             return True
         except OSError:
             if time.monotonic() >= end:
@@ -118,9 +118,9 @@ def _run_role(task: Any) -> dict[str, Any]:
 
     t0 = time.monotonic()
     os.environ.update(_dmlc_env(task))
-    if task.role != "scheduler":
-        await_scheduler(task.root_uri, task.root_port)
     try:
+        if task.role != "scheduler":
+            await_scheduler(task.root_uri, task.root_port)
         if task.role == "worker":
             result = worker.run_worker(task)
         else:
@@ -131,6 +131,7 @@ def _run_role(task: Any) -> dict[str, Any]:
             kvstore_server._init_kvstore_server_module()
             result = {"role": task.role}
     except SystemExit as e:
+        _keep(e, task)
         if task.role == "worker":   # only a server leaves this way on its own; a worker through user code
             where = _user_frame(e, task) or "the training"
             result = {"role": task.role, "error": f"{where} called sys.exit({e.code!r}) in a worker",
@@ -138,6 +139,7 @@ def _run_role(task: Any) -> dict[str, Any]:
         else:
             result = {"role": task.role}
     except Exception as e:  # reported to the caller as a failed role, with the reason
+        _keep(e, task)
         traceback.print_exc()
         from coach.errors import CheckpointError, UserCodeError, one_line
 
@@ -156,6 +158,19 @@ def _run_role(task: Any) -> dict[str, Any]:
         gc.collect()
     result["wall_s"] = time.monotonic() - t0
     return result
+
+
+_KEPT: list[BaseException] = []
+
+
+def _keep(failure: BaseException, task: Any) -> None:
+    """Keep a failed role's frames, and the kvstore in them, until the process ends (`os._exit`),
+    in a group the job loop watches. Freed with the failure, the kvstore's destructor waits at
+    ps-lite's exit barrier for the other workers, which wait in their own: a worker whose model
+    failed once its rendezvous (run beside the model's construction) had formed never answered,
+    and its epoch ran to the deadline. The job loop ends the group once one role has answered."""
+    if task.abort_file:
+        _KEPT.append(failure)
 
 
 def _user_frame(e: BaseException, task: Any) -> str | None:

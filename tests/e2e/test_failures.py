@@ -417,3 +417,22 @@ def test_a_message_with_square_brackets_is_printed_as_it_is(tmp_path: Path, coac
     status = run_coach("status")
     assert status.returncode == 0 and "Traceback" not in status.stderr, status.stderr
     assert "[/16, /32]; activation [relu, tanh]" in status.stdout
+
+
+def test_a_worker_whose_model_fails_after_the_rendezvous_answers_at_once(tmp_path: Path, coach_home: Path) -> None:
+    # `kv.create` runs beside the model's construction: one worker of two fails to build its model
+    # once its kvstore has formed. Freed with the failure, that kvstore's destructor waited at
+    # ps-lite's exit barrier for the other worker (waiting in its own), so the failing worker never
+    # answered and the epoch would have ended at its 900 s deadline instead of failing at once
+    (tmp_path / "net.py").write_text(
+        "import os\nimport time\nfrom mxnet.gluon import nn\n\n\ndef build(num_classes):\n"
+        f"    try:\n        os.close(os.open({str(tmp_path / 'first')!r}, os.O_CREAT | os.O_EXCL))\n"
+        "    except FileExistsError:   # the second worker builds it\n"
+        "        return nn.Dense(num_classes)\n"
+        "    time.sleep(1.0)   # the first fails after the rendezvous\n"
+        "    raise RuntimeError('this worker cannot build its model')\n")
+    job = write_job(tmp_path / "b.yaml", name="half", model="net.py",
+                    **{k: v for k, v in JOB.items() if k not in ("name", "model")})
+    proc = run_coach("submit", str(job), timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "net.py: build(10) raised RuntimeError: this worker cannot build its model" in proc.stderr, proc.stderr
