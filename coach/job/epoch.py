@@ -81,9 +81,10 @@ class EpochRunner:
             may_retry: Callable[[dict[str, float], int], str | None] = lambda *_: None,
             on_sent: Callable[[], None] = lambda: None) -> EpochOutcome:
         """Run the epoch, retried whole up to max_retries times while `may_retry(function_s so far,
-        attempts)` names no reason not to; `on_sent()` once an attempt's events are on their way. Every attempt's folder is kept in one folder of the
-        epoch (`folder` of the outcome or of the EpochFailed), which the caller removes once it
-        has recorded the charge: a run killed before that leaves it for the next run (`abandoned`)."""
+        attempts)` names no reason not to, calling `on_sent()` once an attempt's events are on their
+        way. Every attempt's folder is kept in one folder of the epoch (`folder` of the outcome or
+        of the EpochFailed), which the caller removes once it has recorded the charge: a run killed
+        before that leaves it for the next run (`abandoned`)."""
         function_s = dict.fromkeys(ROLES, 0.0)
         errors: list[str] = []
         epoch_dir = self.work_dir / ATTEMPTS / f"{plan.phase}-{plan.epoch:04d}-{uuid.uuid4().hex[:6]}"

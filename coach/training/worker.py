@@ -92,7 +92,8 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
 
     t0 = time.monotonic()
     # ps-lite's rendezvous (`Van::Start` polls every 100 ms until the scheduler has answered)
-    # goes on beside the model's construction: ctypes lets go of the GIL while it waits
+    # goes on beside the model's construction: ctypes lets go of the GIL while it waits. If the
+    # construction fails, the kvstore is kept until the process ends (`runner._keep`)
     rendezvous = ThreadPoolExecutor(1, thread_name_prefix="rendezvous").submit(mx.kv.create, "dist_sync")
     ctx = mx.cpu()
     ds_opts = {k: v for k, v in task.dataset.items() if k != "name"}
