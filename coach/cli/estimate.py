@@ -176,12 +176,19 @@ def estimate(
             raise SpecError(str(curve), "loss", f"values too large to fit a curve to (the largest is "
                                                 f"{max(data.losses):.3g})") from None
     used = pred.earlier.run.label if pred.earlier is not None else None   # the earlier run that counted
+    note = pred.note
+    if not pred.reachable and fit.b0 == 0:   # flat: say why, where the losses rise
+        from coach.estimate import rising
+
+        if (start := rising(data.epochs, data.losses)) is not None:
+            note = (f"the loss rises ({data.losses[start]:.4g} at epoch {data.epochs[start]:g}, {data.losses[-1]:.4g} "
+                    f"at epoch {data.epochs[-1]:g}): overfitting or diverging, where no falling curve fits; {note}")
     # l(e) = 1/(b0·e + b1) + b2 in the file's epoch numbers (the fit's k is e + offset); a plateau
     # is b0 = 0 with no b1 to speak of
     b0, b1, b2 = (float(f"{v:.6g}") for v in (fit.b0, fit.b1 + fit.b0 * data.offset, fit.b2))
     if json_out:
         out = {"epochs_to_target": pred.epoch, "interval": [pred.lo, pred.hi],
-               "asymptote": float(f"{pred.asymptote:.6g}"), "reachable": pred.reachable, "note": pred.note,
+               "asymptote": float(f"{pred.asymptote:.6g}"), "reachable": pred.reachable, "note": note,
                "fit": {"b0": b0, "b1": b1 if b0 > 0 else None, "b2": b2}}
         if before:
             out["earlier_run"] = used
@@ -202,7 +209,7 @@ def estimate(
         table.add_row(f"weight of {used or 'earlier runs'}", f"{pred.earlier_weight:.0%}")
     Console(markup=False).print(table)
     if not pred.reachable or pred.earlier_weight > 0:
-        typer.echo(pred.note)
+        typer.echo(note)
 
 
 def _show(value: int | None, none: str = "-") -> str:

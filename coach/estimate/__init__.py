@@ -12,6 +12,7 @@ from coach.estimate.convergence import (
     prepare_earlier_run,
     extrapolation_interval,
     fit_convergence,
+    rising,
 )
 from coach.estimate.earlier_run import EarlierRun
 from coach.estimate.cost import (
@@ -50,6 +51,7 @@ __all__ = [
     "eta",
     "extrapolation_interval",
     "fit_convergence",
+    "rising",
     "fit_speed",
     "function_cost",
     "measured_cost",

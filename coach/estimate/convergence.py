@@ -254,6 +254,22 @@ def extrapolation_interval(point: int, seen: float, spread: float = EXTRAPOLATIO
     return max(1, math.floor(seen + ahead / factor)), math.ceil(seen + ahead * factor)
 
 
+def rising(progress: Sequence[float], losses: Sequence[float]) -> int | None:
+    """Where the recent half of the losses (3 at least) starts, as an index, if it trends upward
+    beyond its noise (a straight line's slope above 3 of its standard errors): overfitting, or a
+    run diverging. The issue's curve only falls, so its fit is flat there and says the target is
+    out of reach, not why."""
+    start = len(progress) - max(3, len(progress) // 2)
+    x, y = np.asarray(progress[start:], dtype=float), np.asarray(losses[start:], dtype=float)
+    spread = float(((x - x.mean()) ** 2).sum())
+    if start < 0 or spread == 0.0:
+        return None
+    slope, intercept = np.polyfit(x, y, 1)
+    resid = y - (slope * x + intercept)
+    up = slope > 0 and slope > 3.0 * math.sqrt(float(resid @ resid) / (len(x) - 2) / spread)
+    return start if up else None
+
+
 def prepare_earlier_run(progress: Sequence[float], losses: Sequence[float], label: str = "") -> EarlierRun:
     """An earlier run of the same model and data (its epochs' progress and validation losses),
     prepared once, for `fit_convergence(..., earlier=)`; see coach.estimate.earlier_run.

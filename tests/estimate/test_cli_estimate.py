@@ -130,6 +130,24 @@ def test_non_converging_curve_is_unreachable(tmp_path):
     assert out["asymptote"] > 0.2 and "at or below the fitted asymptote" in out["note"]   # says why
 
 
+@pytest.mark.parametrize(("losses", "rises"), [
+    pytest.param([0.5, 0.6, 0.7, 0.8, 0.9], "the loss rises (0.7 at epoch 3, 0.9 at epoch 5)", id="diverging"),
+    pytest.param([0.9, 0.5, 0.45, 0.5, 0.6, 0.7, 0.8], "the loss rises (0.6 at epoch 5, 0.8 at epoch 7)",
+                 id="overfitting"),
+    pytest.param([1.0, 1.02, 0.99, 1.01, 1.03, 1.0], None, id="flat-within-its-noise"),
+    pytest.param([1.0, 0.9, 0.99, 0.95, 1.01, 1.02], None, id="up-at-the-end-within-its-noise"),
+])
+def test_an_unreachable_target_says_when_the_loss_rises(tmp_path, losses: list[float], rises: str | None) -> None:
+    # the fit of a curve that only falls is flat on a rising one, and said only that the target
+    # was below it ("flat at 0.7" for losses from 0.5 up to 0.9)
+    out = run(str(write_curve(tmp_path, range(1, len(losses) + 1), losses)), "--target", "0.2")
+    assert out["reachable"] is False and "at or below the fitted asymptote" in out["note"]
+    if rises is None:
+        assert "rises" not in out["note"], out["note"]
+    else:
+        assert out["note"].startswith(rises + ": overfitting or diverging"), out["note"]
+
+
 @pytest.mark.parametrize(("consecutive", "reachable", "note"), [
     (3, True, "met in the file at epoch 5"),
     # under the target from epoch 3 on: the rule's run in a row is not held against the horizon (it
