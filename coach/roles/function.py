@@ -80,10 +80,12 @@ class ForkServer:
         """Until the fork-server has said something or `timeout_s` has passed (all of it once its
         output has ended): a role's end is answered when it comes, not at the next poll (25 ms
         sooner per role, on average)."""
-        if self._closed:   # an ended pipe would wake select at once, over and over
+        if self._closed:   # an ended pipe would wake the poll at once, over and over
             time.sleep(timeout_s)
-        else:
-            select.select([self._out], [], [], timeout_s)
+        else:   # poll, not select: no limit on the descriptor's number
+            poller = select.poll()
+            poller.register(self._out, select.POLLIN)
+            poller.poll(timeout_s * 1000)
 
     def close(self) -> None:
         if isinstance(self.proc, Forked) and not self.proc.forked:
