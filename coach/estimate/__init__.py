@@ -51,9 +51,9 @@ __all__ = [
     "eta",
     "extrapolation_interval",
     "fit_convergence",
-    "rising",
     "fit_speed",
     "function_cost",
     "measured_cost",
     "progress_of",
+    "rising",
 ]

@@ -257,8 +257,8 @@ def extrapolation_interval(point: int, seen: float, spread: float = EXTRAPOLATIO
 def rising(progress: Sequence[float], losses: Sequence[float]) -> int | None:
     """Where the recent half of the losses (3 at least) starts, as an index, if it trends upward
     beyond its noise (a straight line's slope above 3 of its standard errors): overfitting, or a
-    run diverging. The issue's curve only falls, so its fit is flat there and says the target is
-    out of reach, not why."""
+    run diverging. The convergence model's curve only falls, so its fit is flat there and says
+    the target is out of reach, not why."""
     start = len(progress) - max(3, len(progress) // 2)
     x, y = np.asarray(progress[start:], dtype=float), np.asarray(losses[start:], dtype=float)
     spread = float(((x - x.mean()) ** 2).sum())

@@ -3,7 +3,8 @@
 A server or worker waits for the ps-lite scheduler's port before ps-lite connects to it
 (`runner.await_scheduler`): ZeroMQ would try a refused connection again only 100 ms later.
 The function's handler waits on its fork-server's output, not a fixed sleep, so a role's end
-is answered when it comes (`ForkServer.wait`).
+is answered when it comes (`ForkServer.wait`), and its answer goes out without waiting for the
+caller's ACK (Nagle's algorithm off).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+
 import pytest
 
 from coach.backends.local.processor import make_server
