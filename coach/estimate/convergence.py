@@ -243,6 +243,9 @@ class ConvergenceFit:
                                 asymptote=self.b2, note=note)
 
 
+RISING_POINTS = 5   # the fewest recent losses `rising` judges a trend on
+
+
 def extrapolation_interval(point: int, seen: float, spread: float = EXTRAPOLATION_SPREAD) -> tuple[int, int]:
     """The epochs [lo, hi] around a predicted stop epoch `point` that its extrapolation from
     `seen` epochs of data may be off by (see EXTRAPOLATION_SPREAD)."""
@@ -255,18 +258,22 @@ def extrapolation_interval(point: int, seen: float, spread: float = EXTRAPOLATIO
 
 
 def rising(progress: Sequence[float], losses: Sequence[float]) -> int | None:
-    """Where the recent half of the losses (3 at least) starts, as an index, if it trends upward
-    beyond its noise (a straight line's slope above 3 of its standard errors): overfitting, or a
-    run diverging. The convergence model's curve only falls, so its fit is flat there and says
-    the target is out of reach, not why."""
-    start = len(progress) - max(3, len(progress) // 2)
-    x, y = np.asarray(progress[start:], dtype=float), np.asarray(losses[start:], dtype=float)
-    spread = float(((x - x.mean()) ** 2).sum())
-    if start < 0 or spread == 0.0:
+    """Where the recent half of the losses (5 at least) starts, as an index, if it trends upward
+    beyond its noise (a straight line's slope above 4 of its standard errors: with 5 points, a
+    flat noisy curve passes about once in 70): overfitting, or a run diverging. The convergence
+    model's curve only falls, so its fit is flat there and says the target is out of reach, not
+    why."""
+    start = len(progress) - max(RISING_POINTS, len(progress) // 2)
+    if start < 0:
         return None
+    x, y = np.asarray(progress[start:], dtype=float), np.asarray(losses[start:], dtype=float)
+    if np.ptp(x) == 0.0 or np.ptp(y) == 0.0:   # a constant: a slope of rounding noise is no rise
+        return None
+    x = (x - x[0]) / np.ptp(x)
     slope, intercept = np.polyfit(x, y, 1)
     resid = y - (slope * x + intercept)
-    up = slope > 0 and slope > 3.0 * math.sqrt(float(resid @ resid) / (len(x) - 2) / spread)
+    se = math.sqrt(float(resid @ resid) / (len(x) - 2) / float(((x - x.mean()) ** 2).sum()))
+    up = slope > 1e-9 * float(np.abs(y).max()) and slope > 4.0 * se
     return start if up else None
 
 

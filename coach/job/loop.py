@@ -164,7 +164,7 @@ class JobLoop:
         self.run = run
         self.spec = run.spec
         self.store = run.store
-        self.runner = EpochRunner(run.backend, run.work_dir, self.spec.max_retries, self._event, self._waiting)
+        self.runner = EpochRunner(run.backend, run.work_dir, self.spec.max_retries, self._event, self._waiting_beside)
         # counted, not loaded (the workers load the data); a CIFAR-10 folder may have shrunk since submit
         self.n_train = train_size(self.spec.dataset["name"], {k: v for k, v in self.spec.dataset.items() if k != "name"})
         if self.spec.batch_size > self.n_train:
@@ -701,8 +701,7 @@ class JobLoop:
         def on_wait(why: str) -> None:
             nonlocal last_reason
             last_reason = why
-            self._show_beside()   # a wait for room: the last epoch's loss and ETA are shown meanwhile
-            self._waiting(why)
+            self._waiting_beside(why)
 
         alloc = coord.acquire(demand, on_wait, timeout_s=timeout_s, epoch_s=epoch_s, should_stop=self._stop_requested)
         if alloc is not None and last_reason:   # after the fact, `coach events` explains a slow job
@@ -726,6 +725,12 @@ class JobLoop:
         return self._finish("budget_exhausted", f"budget exhausted: {why}; checkpoint kept, "
                             f"validation loss {job.val_loss if job.val_loss is not None else float('nan'):.4g}",
                             eta=eta)
+
+    def _waiting_beside(self, why: str) -> None:
+        """A wait for room, the coordinator's or a deploy's: the last epoch's loss and ETA are shown
+        meanwhile, not once the next epoch's events are sent (`_beside`)."""
+        self._show_beside()
+        self._waiting(why)
 
     def _waiting(self, why: str) -> None:
         job = self.store.job(self.run.job_id)

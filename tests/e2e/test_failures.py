@@ -429,7 +429,7 @@ def test_a_worker_whose_model_fails_after_the_rendezvous_answers_at_once(tmp_pat
         f"    try:\n        os.close(os.open({str(tmp_path / 'first')!r}, os.O_CREAT | os.O_EXCL))\n"
         "    except FileExistsError:   # the second worker builds it\n"
         "        return nn.Dense(num_classes)\n"
-        "    time.sleep(1.0)   # the first fails after the rendezvous\n"
+        "    time.sleep(3.0)   # the first fails after the rendezvous (0.1 s, more on a busy machine)\n"
         "    raise RuntimeError('this worker cannot build its model')\n")
     job = write_job(tmp_path / "b.yaml", name="half", model="net.py",
                     **{k: v for k, v in JOB.items() if k not in ("name", "model")})

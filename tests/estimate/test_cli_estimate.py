@@ -131,9 +131,11 @@ def test_non_converging_curve_is_unreachable(tmp_path):
 
 
 @pytest.mark.parametrize(("losses", "rises"), [
-    pytest.param([0.5, 0.6, 0.7, 0.8, 0.9], "the loss rises (0.7 at epoch 3, 0.9 at epoch 5)", id="diverging"),
-    pytest.param([0.9, 0.5, 0.45, 0.5, 0.6, 0.7, 0.8], "the loss rises (0.6 at epoch 5, 0.8 at epoch 7)",
+    pytest.param([0.5, 0.6, 0.7, 0.8, 0.9], "the loss rises (0.5 at epoch 1, 0.9 at epoch 5)", id="diverging"),
+    pytest.param([0.9, 0.5, 0.45, 0.5, 0.6, 0.7, 0.8], "the loss rises (0.45 at epoch 3, 0.8 at epoch 7)",
                  id="overfitting"),
+    pytest.param([0.7] * 6, None, id="constant"),   # polyfit's slope of 1e-17 read as a rise
+    pytest.param([1.0, 0.9, 0.8, 0.7, 0.8, 0.9], None, id="up-in-its-last-3-only"),
     pytest.param([1.0, 1.02, 0.99, 1.01, 1.03, 1.0], None, id="flat-within-its-noise"),
     pytest.param([1.0, 0.9, 0.99, 0.95, 1.01, 1.02], None, id="up-at-the-end-within-its-noise"),
 ])

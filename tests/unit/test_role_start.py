@@ -36,8 +36,8 @@ def test_a_role_waits_for_the_schedulers_port(listens_after: float | None, withi
         listened: list[float] = []
 
         def listen() -> None:
-            server.listen()
             listened.append(time.monotonic())
+            server.listen()
 
         if listens_after == 0.0:
             listen()
