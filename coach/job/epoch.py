@@ -146,10 +146,7 @@ class EpochRunner:
         with ThreadPoolExecutor(len(calls)) as pool:
             futures = {pool.submit(self.backend.invoke, plan.job_id, role, i, payload,
                                    plan.deadline_s + HTTP_MARGIN_S): role for role, i, payload in calls}
-            try:
-                on_sent()
-            except Exception:   # the caller's (its ETA's thread, shown after the epoch instead): the group runs on
-                pass
+            on_sent()
             pending = set(futures)
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)

@@ -381,7 +381,11 @@ class JobLoop:
     def _show_beside(self) -> None:
         """Start showing the last epoch's loss and ETA from a thread (`_beside`)."""
         if self._unshown is not None:
-            self._showing, self._unshown = self._beside(*self._unshown), None
+            try:
+                self._showing = self._beside(*self._unshown)
+            except RuntimeError:   # no thread to be had: `_shown` shows them once the epoch is over
+                return
+            self._unshown = None
 
     def _shown(self) -> None:
         """Show the last epoch's loss and ETA now, or wait until `_beside` has. Their error (a failed

@@ -46,6 +46,8 @@ class ForkServer:
         os.set_blocking(self._out, False)
         self._buffer = b""
         self._closed = False   # its stdout has ended: `wait` sleeps instead
+        self._poll = select.poll()   # poll, not select: no limit on the descriptor's number
+        self._poll.register(self._out, select.POLLIN)
 
     def alive(self) -> bool:
         if self.proc.poll() is None:
@@ -82,10 +84,8 @@ class ForkServer:
         sooner per role, on average)."""
         if self._closed:   # an ended pipe would wake the poll at once, over and over
             time.sleep(timeout_s)
-        else:   # poll, not select: no limit on the descriptor's number
-            poller = select.poll()
-            poller.register(self._out, select.POLLIN)
-            poller.poll(timeout_s * 1000)
+        else:
+            self._poll.poll(timeout_s * 1000)
 
     def close(self) -> None:
         if isinstance(self.proc, Forked) and not self.proc.forked:
