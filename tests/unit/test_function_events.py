@@ -140,7 +140,9 @@ def test_once_the_workers_are_done_the_scheduler_and_servers_are_ended(role: str
         done.join()
     assert r.status_code == status, r.text
     if status == 200:
-        assert r.json()["ended"] == "every worker had answered" and 1.0 <= r.json()["function_s"] < 3.0, r.json()
+        # ran until the marker (1 s after the timer, which starts before the event is sent, so its
+        # clock can start later: 0.969 and 0.9986 s were read), not ended at once
+        assert r.json()["ended"] == "every worker had answered" and 0.9 <= r.json()["function_s"] < 3.0, r.json()
     assert not list(folder.glob("*.pid")), "the role process is gone when the function answers"
 
 
