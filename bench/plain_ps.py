@@ -39,7 +39,7 @@ def worker(args: argparse.Namespace) -> None:
 
     from coach.data import load_dataset, shard_steps
     from coach.models import build_model
-    from coach.training.worker import allreduce, mean_loss
+    from coach.training.worker import allreduce, mean_loss, whole
 
     ds = dataset_spec(args.dataset)
     data = load_dataset(ds["name"], {k: v for k, v in ds.items() if k != "name"})
@@ -67,7 +67,7 @@ def worker(args: argparse.Namespace) -> None:
             with autograd.record():
                 loss = loss_fn(net(xb), yb)
             loss.backward()
-            allreduce(kv, grads, buffers)
+            allreduce(kv, whole(grads, buffers), grads, buffers)
             trainer.step(step_samples)
         if kv.rank == 0:
             val = mean_loss(net, data.x_val, data.y_val, mx)

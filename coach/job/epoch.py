@@ -45,15 +45,28 @@ class EpochPlan:
     placement: Placement = Placement()   # how the functions ask a cluster for room
     keep: Mapping[str, int] = field(default_factory=dict)   # replicas kept ready beyond those this epoch invokes
     first: int = 0                 # the samples start here in the epoch's permutation (after tuning's share)
+    probe: int = 0                 # the first samples, measured on server 0 alone as (workers, 1): `Probe`
 
     @property
     def label(self) -> str:
         return f"{self.phase} epoch {self.epoch} on ({self.workers}, {self.servers})"
 
 
+@dataclass(frozen=True)
+class Probe:
+    """An epoch's first `EpochPlan.probe` samples, trained through server 0 alone
+    (`coach.training.keys`) and measured as a tuning mini-epoch on (workers, 1) would be."""
+
+    train_loss: float
+    val_loss: float                # on a mini-epoch's share of the held-out split
+    samples: int
+    wall_s: float                  # from the first invocation until its last worker had validated
+    samples_per_s: float
+
+
 @dataclass
 class EpochOutcome:
-    """A successful epoch, measured."""
+    """A successful epoch, measured (after its probe, if it had one)."""
 
     train_loss: float
     val_loss: float
@@ -64,6 +77,7 @@ class EpochOutcome:
     retries: int
     checkpoint: str
     folder: str = ""               # the epoch's attempt folder, which recording the epoch settles
+    probe: Probe | None = None
 
 
 class EpochRunner:
@@ -135,11 +149,12 @@ class EpochRunner:
         base = dict(plan.task, job_id=plan.job_id, epoch=plan.epoch, attempt=attempt_id, root_uri=uri,
                     root_port=port, node_host=node_host, workers=plan.workers, servers=plan.servers,
                     deadline_s=plan.deadline_s, abort_file=str(abort), seed=plan.seed, limit=plan.limit,
-                    first=plan.first, checkpoint_in=plan.checkpoint_in, checkpoint_out=plan.checkpoint_out)
+                    first=plan.first, probe=plan.probe, checkpoint_in=plan.checkpoint_in,
+                    checkpoint_out=plan.checkpoint_out)
         calls = [("scheduler", 0, dict(base, role="scheduler"))]
         calls += [("server", i, dict(base, role="server")) for i in range(plan.servers)]
         calls += [("worker", i, dict(base, role="worker", shard=i)) for i in range(plan.workers)]
-        t0 = time.monotonic()
+        t0, sent_at = time.monotonic(), time.time()
         answers: list[tuple[str, Invocation, float]] = []   # (role, answer, when it came)
         first_error, permanent, resumable = "", False, False
         workers_ok = 0   # all of them: the checkpoint is complete, and the rest of the group is only ended
@@ -189,19 +204,42 @@ class EpochRunner:
         chief = [w for w in workers if w.get("rank") == 0]
         if len(chief) != 1 or not chief[0].get("checkpoint"):
             return None, "no worker answered as rank 0 with a checkpoint"
-        val_count = sum(int(w.get("val_count") or 0) for w in workers)
-        if any(w.get("val_count") is None for w in workers) or not val_count:
-            return None, "a worker answered without its share of the validation loss (or the split is empty)"
-        samples = sum(int(w["samples"]) for w in workers)
-        train_loss = sum(float(w["train_loss"]) * int(w["samples"]) for w in workers) / max(1, samples)
-        val_loss = sum(float(w["val_sum"]) for w in workers) / val_count
-        if not (math.isfinite(train_loss) and math.isfinite(val_loss)):
-            raise Diverged(f"{plan.phase} epoch {plan.epoch} diverged: training loss {train_loss}, "
-                           f"validation loss {val_loss}; lower the learning rate")
+        probe = None
+        if plan.probe:
+            parts = [w.get("probe") for w in workers]
+            if not all(isinstance(p, dict) and "ended_at" in p for p in parts):
+                return None, "a worker answered without its probe's measurements"
+            if (error := _unmeasured(parts)) is not None:
+                return None, f"probe: {error}"
+            samples, train_loss, val_loss = _losses(parts, plan, "probe of ")
+            probe_s = min(wall, max(0.0, max(float(p["ended_at"]) for p in parts) - sent_at))   # one clock: one machine
+            probe = Probe(train_loss, val_loss, samples, probe_s, _steady_rate(parts))
+            wall -= probe_s
+        if (error := _unmeasured(workers)) is not None:
+            return None, error
+        samples, train_loss, val_loss = _losses(workers, plan)
         return EpochOutcome(train_loss=train_loss, val_loss=val_loss, samples=samples,
                             wall_s=wall, samples_per_s=_steady_rate(workers),
                             function_s=dict(function_s), retries=attempt,
-                            checkpoint=str(chief[0]["checkpoint"])), ""
+                            checkpoint=str(chief[0]["checkpoint"]), probe=probe), ""
+
+
+def _unmeasured(workers: list[dict[str, Any]]) -> str | None:
+    """What the workers' answers lack to measure the validation loss (None: nothing)."""
+    if any(w.get("val_count") is None for w in workers) or not sum(int(w.get("val_count") or 0) for w in workers):
+        return "a worker answered without its share of the validation loss (or the split is empty)"
+    return None
+
+
+def _losses(workers: list[dict[str, Any]], plan: EpochPlan, what: str = "") -> tuple[int, float, float]:
+    """Samples, training loss and validation loss of the group, from each worker's share."""
+    samples = sum(int(w["samples"]) for w in workers)
+    train_loss = sum(float(w["train_loss"]) * int(w["samples"]) for w in workers) / max(1, samples)
+    val_loss = sum(float(w["val_sum"]) for w in workers) / sum(int(w["val_count"]) for w in workers)
+    if not (math.isfinite(train_loss) and math.isfinite(val_loss)):
+        raise Diverged(f"{what}{plan.phase} epoch {plan.epoch} diverged: training loss {train_loss}, "
+                       f"validation loss {val_loss}; lower the learning rate")
+    return samples, train_loss, val_loss
 
 
 @dataclass(frozen=True)

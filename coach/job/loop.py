@@ -154,6 +154,17 @@ def _mini_epoch_cost(history: list[EpochRecord], w: int, s: int, spec: JobSpec) 
     return epoch_cost(w, s, spec.resources, last.samples / last.samples_per_s + start_up, spec.prices)
 
 
+def _probes(group: tuple[int, int], config: tuple[int, int]) -> bool:
+    """Whether `group` can measure `config` through one of its servers: the same workers, one
+    server in `config` and more in `group` (`coach.training.keys`)."""
+    return group[0] == config[0] and config[1] == 1 < group[1]
+
+
+def _measured_in(group: tuple[int, int], probe: int) -> str:
+    """`group` in an event, with the configuration it was to measure inside it, if any."""
+    return f"{group} and ({group[0]}, 1) inside it" if probe else str(group)
+
+
 def _jobs_of(records: list[EpochRecord], configs: list[tuple[int, int]]) -> str:
     """The jobs whose `records` measured any of `configs`, in the records' order."""
     return ", ".join(dict.fromkeys(r.job_id for r in records if (r.workers, r.servers) in configs))
@@ -208,7 +219,9 @@ class JobLoop:
 
     def _execute(self, phase: str, epoch: int, w: int, s: int, limit: int | None,
                  history: list[EpochRecord], keep: Mapping[str, int] | None = None, first: int = 0,
-                 on_sent: Callable[[], None] = lambda: None) -> EpochRecord:
+                 on_sent: Callable[[], None] = lambda: None, probe: int = 0) -> list[EpochRecord]:
+        """Run one epoch and record it: a list of one record, or two when its first `probe` samples
+        were measured as a tuning mini-epoch on (w, 1) (`EpochPlan.probe`)."""
         if self._stop_requested():   # before the job is shown on an epoch that then never ran
             raise EpochFailed(f"stopped by request before {phase} epoch {epoch} started")
         samples = min(limit or self.n_train, self.n_train - first)
@@ -217,24 +230,35 @@ class JobLoop:
                                + SEED_STRIDE * self.spec.seed) % 2**32, limit=limit, first=first,
                          deadline_s=deadline_for(history, samples), checkpoint_in=self.store.checkpoint(self.run.job_id),
                          checkpoint_out=str(self.run.work_dir / "checkpoints" / f"{phase}-{epoch:04d}"),
-                         task=self._task(), placement=self._placement(), keep=keep or {})
+                         task=self._task(), placement=self._placement(), keep=keep or {}, probe=probe)
         (self.run.work_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
         self.store.update_job(self.run.job_id, status=phase, workers=w, servers=s, epoch=epoch,
                               message=plan.label)
         started = time.time()
         outcome: EpochOutcome = self.runner.run(plan, self._stop_requested, self._retry_within_budget, on_sent)
-        cost = measured_cost(outcome.function_s, self.spec.resources, self.spec.prices)
-        rec = EpochRecord(job_id=self.run.job_id, phase=phase, epoch=epoch, workers=w, servers=s,
-                          train_loss=outcome.train_loss, val_loss=outcome.val_loss,
-                          duration_s=outcome.wall_s, samples=outcome.samples,
-                          samples_per_s=outcome.samples_per_s, cost=cost, retries=outcome.retries,
-                          started_at=started, finished_at=time.time(), first_sample=first)
+        cost, finished = measured_cost(outcome.function_s, self.spec.resources, self.spec.prices), time.time()
+        recs, p = [], outcome.probe
+        if p is not None:   # its share of the group's function-seconds, and its end on the clock
+            probe_cost = cost * p.wall_s / max(p.wall_s + outcome.wall_s, 1e-9)
+            started_rest = finished - outcome.wall_s
+            tuned = sum(r.phase == "tuning" for r in history)
+            recs.append(EpochRecord(job_id=self.run.job_id, phase="tuning", epoch=tuned + 1, workers=w, servers=1,
+                                    train_loss=p.train_loss, val_loss=p.val_loss,
+                                    duration_s=p.wall_s, samples=p.samples, samples_per_s=p.samples_per_s,
+                                    cost=probe_cost, retries=outcome.retries, started_at=started,
+                                    finished_at=started_rest, first_sample=first))
+            cost, started, first = cost - probe_cost, started_rest, first + p.samples
+        recs.append(EpochRecord(job_id=self.run.job_id, phase=phase, epoch=epoch, workers=w, servers=s,
+                                train_loss=outcome.train_loss, val_loss=outcome.val_loss,
+                                duration_s=outcome.wall_s, samples=outcome.samples,
+                                samples_per_s=outcome.samples_per_s, cost=cost, retries=outcome.retries,
+                                started_at=started, finished_at=finished, first_sample=first))
         # a training epoch's loss is stored with its ETA (`_update_eta`), a mini-epoch's here
         shown = dict(val_loss=outcome.val_loss, val_epoch=f"{phase} {epoch}") if phase == "tuning" else {}
-        self.store.record_epoch(rec, settles=Path(outcome.folder).name, checkpoint=outcome.checkpoint, **shown)
+        self.store.record_epoch(*recs, settles=Path(outcome.folder).name, checkpoint=outcome.checkpoint, **shown)
         self._forget_folders([outcome.folder])
         self._prune_checkpoints(outcome.checkpoint)
-        return rec
+        return recs
 
     def _retry_within_budget(self, function_s: dict[str, float], attempts: int) -> str | None:
         """Why a failed epoch may not try again (None if it may): each attempt is paid in full,
@@ -502,7 +526,7 @@ class JobLoop:
             whole = coord.capacity.whole
             return self._finish("failed", f"the job does not fit the backend's capacity "
                                 f"({whole.cpu:g} cores, {whole.memory_gib:g} GiB): {why}")
-        ended, measure = self._tune(history)
+        ended, measure, probe = self._tune(history)
         if ended is not None:
             return ended
         epoch = len([r for r in history if r.phase == "training"])
@@ -527,9 +551,9 @@ class JobLoop:
                                                                                    self.n_train - head),
                                   timeout_s=TUNING_WAIT_S if measure and demand.speed is not None else None)
             if alloc is None and measure and not self._stop_requested():
-                self._event("tuning_skipped", f"{measure} did not fit the free capacity in time; "
-                            "epoch 1 is planned on what tuning measured")
-                measure = None
+                self._event("tuning_skipped", f"{_measured_in(measure, probe)} did not fit the free capacity "
+                            "in time; epoch 1 is planned on what tuning measured")
+                measure, probe = None, 0
                 continue
             if alloc is None:
                 return self._finish("stopped", f"stopped by request while waiting for capacity (epoch {epoch})")
@@ -538,14 +562,18 @@ class JobLoop:
                                                  alloc.workers, alloc.servers)
                 share = min(left, demand.epoch_budget if demand.epoch_budget is not None else left)
                 if predicted is not None and predicted > share and measure:   # the planner keeps within both
-                    self._event("tuning_skipped", f"{measure}: training the rest of epoch 1 on it is predicted "
-                                f"to cost {predicted:.3g}, above an epoch's share of the budget ({share:.3g}; "
-                                f"{left:.3g} of the budget is left)")
-                    measure = None
+                    self._event("tuning_skipped", f"{_measured_in(measure, probe)}: training the rest of epoch 1 "
+                                f"on it is predicted to cost {predicted:.3g}, above an epoch's share of the budget "
+                                f"({share:.3g}; {left:.3g} of the budget is left)")
+                    measure, probe = None, 0
                     continue
                 if predicted is not None and predicted > left:
                     return self._budget_exhausted(left, predicted)
-                if measure and head:
+                if measure and probe:
+                    self._event("plan", f"epoch 1: {measure}: the last configuration tuning measures, on the rest "
+                                f"of epoch 1, whose first {probe} samples measure ({measure[0]}, 1) through one of "
+                                f"its {measure[1]} servers (two start-ups fewer than mini-epochs of their own)")
+                elif measure and head:
                     self._event("plan", f"epoch 1: {measure}: the last configuration tuning measures, on the rest "
                                 "of epoch 1 (a start-up fewer than a mini-epoch of its own)")
                 elif measure:
@@ -554,12 +582,12 @@ class JobLoop:
                 elif history or (demand.speed is not None and demand.static is None):   # on earlier jobs' speeds
                     self._event("plan", f"epoch {epoch + 1}: ({alloc.workers}, {alloc.servers}): {alloc.reason}")
                 epoch += 1
-                history.append(self._execute("training", epoch, alloc.workers, alloc.servers, None, history,
-                                             first=head if self.n_train - head >= alloc.workers else 0,
-                                             on_sent=self._show_beside))
+                history += self._execute("training", epoch, alloc.workers, alloc.servers, None, history,
+                                         first=head if self.n_train - head >= alloc.workers else 0,
+                                         on_sent=self._show_beside, probe=probe)
             finally:
                 self._epoch_over()
-            measure = None
+            measure, probe = None, 0
             last = history[-1]
             pending = (list(history), alloc.workers, alloc.servers,
                        dict(val_loss=last.val_loss, val_epoch=f"training {last.epoch}"))
@@ -568,23 +596,25 @@ class JobLoop:
             finally:   # if that failed, the job's final status shows this one's
                 self._unshown = pending
 
-    def _tune(self, history: list[EpochRecord]) -> tuple[str | None, tuple[int, int] | None]:
+    def _tune(self, history: list[EpochRecord]) -> tuple[str | None, tuple[int, int] | None, int]:
         """Tuning mini-epochs on the configurations that neither the job nor earlier jobs of its
         speed (`speeds_before`) measured (appended to `history`), but the last, which the loop
         runs on the rest of epoch 1 (returned second): a start-up fewer, and a mini-epoch of its
-        own was followed by another start-up anyway. First the job's final status if it ended
-        meanwhile (a stop), else None."""
+        own was followed by another start-up anyway. When the one before it is (w, 1) and the last
+        (w, s), (w, 1) is measured on the first samples of that rest, through one of its servers
+        (`coach.training.keys`): another start-up fewer; third, how many samples (0: none).
+        First the job's final status if it ended meanwhile (a stop), else None."""
         spec, coord = self.spec, self.run.coordinator
         # a job stopped during tuning resumes it where it stopped; once training, tuning is over
         if spec.allocation != "dynamic" or any(r.phase == "training" for r in history):
-            return None, None
+            return None, None, 0
         tuned = {(r.workers, r.servers) for r in history if r.phase == "tuning"}
         chunk = tuning_chunk(spec, self.n_train)
         if tuned_ahead(history):
             if rest := [c for c in tuning_configs(spec, usable=lambda c: c[0] <= chunk) if c not in tuned]:
                 self._event("tuning_skipped", f"{', '.join(map(str, rest))}: this job's tuning began under an older "
                             "Coach, on samples of its own; training goes on from what it measured")
-            return None, None
+            return None, None, 0
         before = self._before
         measured = {(r.workers, r.servers) for r in before}
 
@@ -605,14 +635,14 @@ class JobLoop:
             return c not in never
 
         if not (configs := [c for c in tuning_configs(spec, usable) if c not in tuned]):
-            return None, None
+            return None, None, 0
         if known := [c for c in configs if c in measured]:
             self._event("tuning_skipped", f"{', '.join(map(str, known))}: measured by {_jobs_of(before, known)}, "
                         "earlier job(s) of the same model, data, batch, resources and scheduler on this backend")
         for c, why in never.items():
             self._event("tuning_skipped", f"{c}: it never fits the backend: {why}")
         if not (configs := [c for c in configs if c not in known]):
-            return None, None
+            return None, None, 0
         if spec.retune and not tuned:   # said once something is left to measure
             self._event("retune", "retune: true: no speeds measured by earlier jobs; tuning measures its own, "
                                   "and later jobs start from them")
@@ -647,7 +677,7 @@ class JobLoop:
         keep = group if kept else {}
         for i, (w, s) in enumerate(configs):
             if self._stop_requested():
-                return self._finish("stopped", "stopped by request during tuning"), None
+                return self._finish("stopped", "stopped by request during tuning"), None, 0
             left, last = self._budget_left(), i == len(configs) - 1
             predicted = None if last else _mini_epoch_cost(history, w, s, spec)   # the loop checks the last's
             if predicted is not None and predicted > left:   # said even when nothing is left: why tuning ended
@@ -663,7 +693,9 @@ class JobLoop:
                 self._event("tuning_skipped", f"({w}, {s}): other work on the cluster holds the room it needs: {why}")
                 continue
             if last and coord.alone(self.run.job_id):   # forced for most of an epoch: not on others' shares
-                return None, (w, s)
+                return None, (w, s), 0
+            if i == len(configs) - 2 and _probes(configs[-1], (w, s)) and coord.alone(self.run.job_id):
+                return None, configs[-1], chunk
             # a mini-epoch lasts about as long as the previous one: others' expected wait
             last_s = lambda w, s: history[-1].duration_s if history else None
             held, alloc = (max(w, keep.get("worker", 0)), max(s, keep.get("server", 0))), None
@@ -672,17 +704,17 @@ class JobLoop:
             if alloc is None:
                 alloc = self._acquire(demand(w, s), epoch_s=last_s, timeout_s=None if i == 0 else TUNING_WAIT_S)
             if alloc is None and self._stop_requested():
-                return self._finish("stopped", "stopped by request during tuning"), None
+                return self._finish("stopped", "stopped by request during tuning"), None, 0
             if alloc is None:
                 self._event("tuning_skipped", f"({w}, {s}) did not fit the free capacity in time")
                 continue
             try:
                 # numbered as run (a skipped configuration leaves no gap in `coach history`)
-                history.append(self._execute("tuning", len(history) + 1, w, s, chunk, history,
-                                             keep=keep, first=tuned_head(history)))
+                history += self._execute("tuning", len(history) + 1, w, s, chunk, history,
+                                         keep=keep, first=tuned_head(history))
             finally:
                 self._epoch_over()
-        return None, None
+        return None, None, 0
 
     # -- capacity --------------------------------------------------------------------------
     def _acquire(self, demand: JobDemand, epoch_s: Callable[[int, int], float | None],

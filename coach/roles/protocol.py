@@ -47,6 +47,7 @@ class EpochTask:
     seed: int = 0               # permutation seed of this epoch's data
     limit: int | None = None    # mini-epoch: samples to process in total (None: the whole set)
     first: int = 0              # where in the epoch's permutation this attempt's samples start
+    probe: int = 0              # the first `probe` samples train on one server only (`training.keys`)
     dataset: dict[str, Any] = field(default_factory=dict)   # {"name": ..., **options}
     model: dict[str, Any] = field(default_factory=dict)     # {"name": ..., "file": ...}
     hyper: dict[str, Any] = field(default_factory=dict)     # batch_size (global), optimizer, learning_rate, ...
@@ -63,7 +64,7 @@ _REQUIRED: dict[str, type | tuple[type, ...]] = {
 }
 _OPTIONAL: dict[str, type | tuple[type, ...]] = {
     "abort_file": str, "node_host": str, "shard": int, "seed": int, "limit": (int, type(None)), "first": int,
-    "dataset": dict, "model": dict, "hyper": dict, "checkpoint_in": (str, type(None)),
+    "probe": int, "dataset": dict, "model": dict, "hyper": dict, "checkpoint_in": (str, type(None)),
     "checkpoint_out": str,
 }
 
@@ -132,4 +133,6 @@ def parse_task(body: Any) -> EpochTask:
             raise EventError("limit", f"must be >= workers ({task.workers}), got {task.limit}")
         if task.first < 0:
             raise EventError("first", f"must be >= 0, got {task.first}")
+        if task.probe < 0 or (task.probe and task.servers < 2):
+            raise EventError("probe", f"must be >= 0, and 0 with one server ({task.servers}), got {task.probe}")
     return task

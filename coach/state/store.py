@@ -332,26 +332,30 @@ class Store:
         return jobs, problems
 
     # -- epochs ----------------------------------------------------------------------------
-    def record_epoch(self, rec: EpochRecord, settles: str | None = None, **job: Any) -> None:
-        """Record a finished epoch, add its cost to the job's spend, settle its attempt folder and
-        set `job`'s values (the checkpoint it wrote), in one transaction: a history holding epoch N
-        beside a job that still points at epoch N − 1's checkpoint would resume from older
-        weights, with a spend that misses the epoch's cost."""
+    def record_epoch(self, *recs: EpochRecord, settles: str | None = None, **job: Any) -> None:
+        """Record finished epochs of one job (an epoch, or a probe measured inside it and the
+        epoch), add their cost to the job's spend, settle their attempt folder and set `job`'s
+        values (the checkpoint they wrote), in one transaction: a history holding epoch N beside a
+        job that still points at epoch N − 1's checkpoint would resume from older weights, with a
+        spend that misses the epoch's cost."""
         marks = ", ".join("?" for _ in _EPOCH_COLUMNS)
         values = _job_values(job)
         cols = "".join(f", {k} = ?" for k in values)
+        job_id = recs[0].job_id
         try:
             with self._connect() as c:
-                c.execute(f"INSERT INTO epochs ({', '.join(_EPOCH_COLUMNS)}) VALUES ({marks})",
-                          tuple(getattr(rec, k) for k in _EPOCH_COLUMNS))
+                for rec in recs:
+                    c.execute(f"INSERT INTO epochs ({', '.join(_EPOCH_COLUMNS)}) VALUES ({marks})",
+                              tuple(getattr(rec, k) for k in _EPOCH_COLUMNS))
                 c.execute(f"UPDATE jobs SET spent = spent + ?{cols} WHERE job_id = ?",
-                          (rec.cost, *values.values(), rec.job_id))
+                          (sum(rec.cost for rec in recs), *values.values(), job_id))
                 if settles is not None:
-                    c.execute("INSERT OR IGNORE INTO settled (job_id, folder) VALUES (?, ?)", (rec.job_id, settles))
+                    c.execute("INSERT OR IGNORE INTO settled (job_id, folder) VALUES (?, ?)", (job_id, settles))
         except sqlite3.IntegrityError as e:
+            which = " and ".join(f"{rec.phase} epoch {rec.epoch}" for rec in recs)
             if "UNIQUE" in str(e):
-                raise StateError(f"{rec.job_id}: {rec.phase} epoch {rec.epoch} is already recorded") from None
-            raise StateError(f"{rec.job_id}: {rec.phase} epoch {rec.epoch} cannot be recorded: {e}") from None
+                raise StateError(f"{job_id}: {which}: already recorded") from None
+            raise StateError(f"{job_id}: {which} cannot be recorded: {e}") from None
 
     def epochs(self, job_id: str) -> list[EpochRecord]:
         with self._connect() as c:

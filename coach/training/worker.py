@@ -17,6 +17,7 @@ from coach.data import load_dataset, shard_steps
 from coach.models import build_model, first_forward
 from coach.roles.protocol import EpochTask
 from coach.training import checkpoint
+from coach.training.keys import bigarray_bound, one_server_pieces
 
 EVAL_BATCH = 500
 WARM_STEPS = 2
@@ -54,9 +55,10 @@ def _optimizer(hyper: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return name, params
 
 
-def allreduce(kv: Any, arrays: list[Any], buffers: list[Any], first_key: int = 0) -> None:
-    """Replace each array by its sum over all workers, in one round trip per array (dist_sync:
-    the servers answer once every worker's share is merged); kvstore keys from `first_key`.
+def allreduce(kv: Any, route: list[tuple[int, Any, Any]], arrays: list[Any], buffers: list[Any]) -> None:
+    """Replace each of `arrays` by its sum over all workers, in one round trip per (key, part of
+    an array, part of its buffer) of `route` (dist_sync: the servers answer once every worker's
+    share is merged).
 
     Into separate buffers, not in place: Trainer.allreduce_grads' in-place pushpull raced in
     MXNet 1.9 — one LeNet epoch gave a validation loss of 0.742 instead of 0.252 in the
@@ -64,10 +66,24 @@ def allreduce(kv: Any, arrays: list[Any], buffers: list[Any], first_key: int = 0
     an epoch through Coach equals single-process training (tests/e2e/test_exactness.py) and
     repeated runs agree to the last digit.
     """
-    for i, (a, buf) in enumerate(zip(arrays, buffers)):
-        kv.pushpull(first_key + i, a, out=buf, priority=-i)
+    for i, (key, part, out) in enumerate(route):
+        kv.pushpull(key, part, out=out, priority=-i)
     for a, buf in zip(arrays, buffers):
         buf.copyto(a)
+
+
+def whole(arrays: list[Any], buffers: list[Any], first_key: int = 0) -> list[tuple[int, Any, Any]]:
+    """A route of whole arrays under consecutive keys from `first_key`: MXNet spreads them
+    over the servers."""
+    return [(first_key + i, a, buf) for i, (a, buf) in enumerate(zip(arrays, buffers))]
+
+
+def to_server_0(arrays: list[Any], buffers: list[Any], servers: int, first_key: int) -> list[tuple[int, Any, Any]]:
+    """A route of pieces of the arrays that all reach server 0 (`coach.training.keys`): views,
+    so that a step's gradients and sums need no copies."""
+    flat = [(a.reshape((-1,)), buf.reshape((-1,))) for a, buf in zip(arrays, buffers)]
+    return [(p.key, flat[p.array][0][p.start:p.end], flat[p.array][1][p.start:p.end])
+            for p in one_server_pieces([a.size for a in arrays], servers, first_key, bigarray_bound())]
 
 
 def summed_loss(net: Any, x: Any, y: Any, mx: Any) -> float:
@@ -116,8 +132,22 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
     # state outside the gradients (BatchNorm running statistics): each worker updates its own
     # copy from its own batches; averaged at the end of the epoch (keys after the params')
     state = [p for p in net.collect_params().values() if p.grad_req == "null"]
-    for i, p in enumerate(params + state):
-        kv.init(i, p.data())
+    grads = [p.grad() for p in params]
+    buffers = [mx.nd.zeros_like(g) for g in grads]
+    if task.first + task.workers > len(data.x_train):
+        raise ValueError(f"the epoch's samples start at {task.first}, but {task.dataset['name']} has only "
+                         f"{len(data.x_train)} training samples for {task.workers} worker(s)")
+    plan = shard_steps(len(data.x_train), task.seed, task.shard, task.workers, int(task.hyper["batch_size"]),
+                       task.limit, task.first)
+    probe_steps = steps_within(plan, task.probe)
+    if task.probe and not 0 < probe_steps < len(plan):
+        raise ValueError(f"probe: {task.probe} samples must be one global batch at least and leave one for the "
+                         f"rest of the epoch, which has {sum(n for _, n in plan)} samples")
+    spread = whole(grads, buffers)
+    one = to_server_0(grads, buffers, task.servers, first_key=len(params) + len(state)) if probe_steps else []
+    values = [p.data() for p in params + state]
+    # one call: each waits at a barrier of the whole group
+    kv.init(list(range(len(values))) + [k for k, _, _ in one], values + [part for _, part, _ in one])
     meta: dict[str, Any] = {}
     if task.checkpoint_in:
         meta = checkpoint.load(task.checkpoint_in, net, trainer, ctx)
@@ -126,56 +156,57 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
             kv.pull(i, out=p.data())
         mx.nd.waitall()
 
-    grads = [p.grad() for p in params]
-    buffers = [mx.nd.zeros_like(g) for g in grads]
-    if task.first + task.workers > len(data.x_train):
-        raise ValueError(f"the epoch's samples start at {task.first}, but {task.dataset['name']} has only "
-                         f"{len(data.x_train)} training samples for {task.workers} worker(s)")
-    plan = shard_steps(len(data.x_train), task.seed, task.shard, task.workers, int(task.hyper["batch_size"]),
-                       task.limit, task.first)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    steps = len(plan)
-    startup_s = time.monotonic() - t0
-    warm = WARM_STEPS if steps > 2 * WARM_STEPS else 0
-    t1 = t_steady = time.monotonic()
-    loss_sum = mx.nd.zeros((1,), ctx=ctx)
-    for i, (sel, step_samples) in enumerate(plan):
-        if i == warm and warm:
-            mx.nd.waitall()
-            t_steady = time.monotonic()
-        xb, yb = mx.nd.array(data.x_train[sel], ctx=ctx), mx.nd.array(data.y_train[sel], ctx=ctx)
-        with autograd.record():
-            loss = loss_fn(net(xb), yb)
-        loss.backward()
-        allreduce(kv, grads, buffers)
-        trainer.step(step_samples)   # the mean gradient of the whole synchronous step
-        loss_sum += loss.sum()
-    samples = sum(len(sel) for sel, _ in plan)
-    train_loss = float(loss_sum.asscalar()) / max(1, samples)
-    if state:   # the mean over the workers: the checkpoint and every worker's validation agree
-        allreduce(kv, [p.data() for p in state], [p.data().copy() for p in state], first_key=len(params))
-        for p in state:
-            p.data()[:] = p.data() / task.workers
-    t2 = time.monotonic()
-    duration = t2 - t1
-    steady_samples = samples - sum(len(sel) for sel, _ in plan[:warm])
 
-    result: dict[str, Any] = {
-        "role": "worker", "rank": kv.rank, "shard": task.shard, "train_loss": train_loss,
-        "samples": samples, "steps": steps, "duration_s": duration,
-        "steady_samples": steady_samples, "steady_s": t2 - t_steady, "startup_s": startup_s,
-        "checkpoint": None,
-    }
+    def train(steps: list[tuple[Any, int]], route: list[tuple[int, Any, Any]]) -> dict[str, Any]:
+        warm = WARM_STEPS if len(steps) > 2 * WARM_STEPS else 0
+        t1 = t_steady = time.monotonic()
+        loss_sum = mx.nd.zeros((1,), ctx=ctx)
+        for i, (sel, step_samples) in enumerate(steps):
+            if i == warm and warm:
+                mx.nd.waitall()
+                t_steady = time.monotonic()
+            xb, yb = mx.nd.array(data.x_train[sel], ctx=ctx), mx.nd.array(data.y_train[sel], ctx=ctx)
+            with autograd.record():
+                loss = loss_fn(net(xb), yb)
+            loss.backward()
+            allreduce(kv, route, grads, buffers)
+            trainer.step(step_samples)   # the mean gradient of the whole synchronous step
+            loss_sum += loss.sum()
+        samples = sum(len(sel) for sel, _ in steps)
+        train_loss = float(loss_sum.asscalar()) / max(1, samples)
+        if state:   # the mean over the workers: the checkpoint and every worker's validation agree
+            states = [p.data() for p in state]
+            copies = [a.copy() for a in states]
+            allreduce(kv, whole(states, copies, first_key=len(params)), states, copies)
+            for p in state:
+                p.data()[:] = p.data() / task.workers
+        t2 = time.monotonic()
+        return {"train_loss": train_loss, "samples": samples, "steps": len(steps), "duration_s": t2 - t1,
+                "steady_samples": samples - sum(len(sel) for sel, _ in steps[:warm]), "steady_s": t2 - t_steady}
+
+    def validate(limit: int | None) -> dict[str, Any]:
+        # every worker evaluates its own slice of the held-out split (the group waits for the
+        # slowest anyway); the caller adds the sums up: the same mean loss, in 1/w of the time
+        stride = validation_stride(len(data.x_val), len(data.x_train), limit)
+        x_val, y_val = data.x_val[::stride][kv.rank::task.workers], data.y_val[::stride][kv.rank::task.workers]
+        return {"val_sum": summed_loss(net, x_val, y_val, mx), "val_count": int(len(x_val))}
+
+    startup_s = time.monotonic() - t0
+    probe: dict[str, Any] = {}
+    if probe_steps:   # as a mini-epoch of its own on (w, 1) would: trained, then validated on its share
+        probe = train(plan[:probe_steps], one)
+        probe.update(validate(task.probe), ended_at=time.time())
+    result: dict[str, Any] = {"role": "worker", "rank": kv.rank, "shard": task.shard,
+                              **train(plan[probe_steps:], spread), "startup_s": startup_s, "checkpoint": None}
+    if probe:
+        result["probe"] = probe
     if kv.rank == 0:
         seen = int(meta.get("samples_seen", 0)) + sum(n for _, n in plan)
         checkpoint.save(task.checkpoint_out, net, trainer,
                         {"job_id": task.job_id, "epoch": task.epoch, "samples_seen": seen})
         result["checkpoint"] = task.checkpoint_out
-    # every worker evaluates its own slice of the held-out split (the group waits for the slowest
-    # anyway); the caller adds the sums up: the same mean loss, in 1/w of the time
-    stride = validation_stride(len(data.x_val), len(data.x_train), task.limit)
-    x_val, y_val = data.x_val[::stride][kv.rank::task.workers], data.y_val[::stride][kv.rank::task.workers]
-    result["val_sum"], result["val_count"] = summed_loss(net, x_val, y_val, mx), int(len(x_val))
+    result.update(validate(task.limit))
     if task.abort_file:
         # the job loop ends this group once every worker has answered (`attempt_files.WORKERS_DONE`)
         # and the process exits without freeing the kvstore, whose destructor would wait at
@@ -184,3 +215,13 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
         # not run from here on
         gc.disable()
     return result
+
+
+def steps_within(plan: list[tuple[Any, int]], samples: int) -> int:
+    """How many of the plan's first steps together train at most `samples` samples."""
+    n = total = 0
+    for _, step_samples in plan:
+        if total + step_samples > samples:
+            break
+        total, n = total + step_samples, n + 1
+    return n

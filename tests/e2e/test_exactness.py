@@ -73,7 +73,8 @@ def test_tuning_mini_epochs_and_the_rest_of_epoch_1_equal_a_whole_epoch_1(tmp_pa
     """A dynamic job's tuning trains the head of training epoch 1, each mini-epoch from the last
     one's checkpoint (weights and momentum), and epoch 1 the rest: the same epoch 1 as a static
     job's, so one seed gives one trajectory whatever the allocation. On (1, 1) throughout it is
-    single-process training's to 1e-5; other allocations only add rounding (the test below)."""
+    single-process training's to 1e-5; other allocations only add rounding (the test below).
+    The last mini-epoch can also be a probe: the first samples of the rest, through one server."""
     import mxnet as mx
 
     backend = LocalBackend(cpu=2)
@@ -87,10 +88,22 @@ def test_tuning_mini_epochs_and_the_rest_of_epoch_1_equal_a_whole_epoch_1(tmp_pa
                                        task={"dataset": {"name": "mnist-5k"}, "model": {"name": "lenet"},
                                              "hyper": HYPER})))
             first, ckpt = first + out.samples, out.checkpoint
+        # the rest again from the first mini-epoch's checkpoint, on (1, 2), its first 768 samples
+        # measured through one server: a probe, measured as the second mini-epoch was
+        probed = runner.run(EpochPlan(job_id="pieces", phase="training", epoch=1, workers=1, servers=2, seed=1,
+                                      limit=None, first=768, probe=768, deadline_s=300, checkpoint_in=outs[0].checkpoint,
+                                      checkpoint_out=str(tmp_path / "probed"),
+                                      task={"dataset": {"name": "mnist-5k"}, "model": {"name": "lenet"},
+                                            "hyper": HYPER}))
     finally:
         backend.close()
     assert first == 4000
     assert out.val_loss == pytest.approx(_single_process(1)[0], rel=1e-5)
+    assert probed.probe is not None and (probed.probe.samples, probed.samples) == (768, 4000 - 2 * 768)
+    assert probed.probe.val_loss == pytest.approx(outs[1].val_loss, rel=1e-5)
+    assert probed.probe.train_loss == pytest.approx(outs[1].train_loss, rel=1e-5)
+    assert probed.val_loss == pytest.approx(out.val_loss, rel=1e-5)
+    assert probed.probe.wall_s > 0 and probed.probe.samples_per_s > 0
     # a mini-epoch validates on its share of the held-out split: its checkpoint's loss on that share
     data, stride = load_dataset("mnist-5k"), validation_stride(1000, 4000, 768)
     assert stride == 4

@@ -212,3 +212,21 @@ def test_where_an_epochs_samples_start_is_checked(first, error) -> None:
     else:
         with pytest.raises(EventError, match=error):
             parse_task(body)
+
+
+@pytest.mark.parametrize(("servers", "probe", "error"), [
+    (2, 0, None), (2, 768, None), (1, 0, None),
+    (1, 768, r"probe: must be >= 0, and 0 with one server \(1\), got 768"),
+    (2, -64, r"probe: must be >= 0, and 0 with one server \(2\), got -64"),
+    (2, True, "probe: expected integer, got boolean")])
+def test_a_probe_needs_a_second_server(servers, probe, error) -> None:
+    """`probe`: the first samples train through server 0 alone, measuring (w, 1) inside a (w, s)
+    group (`coach.training.keys`); with one server there is nothing to measure."""
+    from coach.roles.protocol import EventError, parse_task
+
+    body = json.dumps(dict(VALID, servers=servers, probe=probe))
+    if error is None:
+        assert parse_task(body).probe == probe
+    else:
+        with pytest.raises(EventError, match=error):
+            parse_task(body)

@@ -70,6 +70,24 @@ def test_an_epoch_is_recorded_with_its_spend_and_checkpoint_or_not_at_all(store:
     assert (store.job("j-000000").spent, store.checkpoint("j-000000")) == (0.25, "/ckpt/training-0001")
 
 
+def test_a_probe_and_the_epoch_it_was_measured_in_are_one_write(store: Store) -> None:
+    """Tuning measures (2, 1) on the first samples of epoch 1's (2, 2) group: two records of one
+    checkpoint. The probe alone in the history would start epoch 1 after samples that the
+    recorded checkpoint never trained."""
+    from coach.state.records import EpochRecord
+
+    store.create_job("j-000000", "j", "x.yaml", {}, 0.1, 1.0)
+    probe = EpochRecord("j-000000", "tuning", 2, 2, 1, 1.0, 1.0, 1.0, 10, 10.0, 0.125, first_sample=10)
+    rest = EpochRecord("j-000000", "training", 1, 2, 2, 1.0, 1.0, 1.0, 20, 10.0, 0.25, first_sample=20)
+    store.record_epoch(probe, rest, settles="training-0001-aaaaaa", checkpoint="/ckpt/training-0001")
+    assert [(e.phase, e.epoch) for e in store.epochs("j-000000")] == [("tuning", 2), ("training", 1)]
+    assert (store.job("j-000000").spent, store.checkpoint("j-000000")) == (0.375, "/ckpt/training-0001")
+    with pytest.raises(StateError, match="tuning epoch 3 and training epoch 1: already recorded"):
+        store.record_epoch(dataclasses.replace(probe, epoch=3), rest, checkpoint="/ckpt/other")
+    assert [(e.phase, e.epoch) for e in store.epochs("j-000000")] == [("tuning", 2), ("training", 1)]
+    assert (store.job("j-000000").spent, store.checkpoint("j-000000")) == (0.375, "/ckpt/training-0001")
+
+
 def test_a_charge_its_event_and_the_folders_it_settles_are_one_write(store: Store) -> None:
     """Killed between the spend and its event, `spent` no longer matched history + events; between
     the charge and the folder's removal, the next run charged the folder again. One transaction:

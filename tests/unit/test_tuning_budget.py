@@ -192,7 +192,7 @@ def test_tuning_begun_by_an_older_coach_is_not_continued_on_epoch_1s_samples(tmp
     loop = JobLoop(JobRun(spec, "j-000000", store, backend=None, coordinator=None, work_dir=tmp_path))  # type: ignore[arg-type]
     history = [EpochRecord(job_id="j-000000", phase="tuning", epoch=1, workers=1, servers=1, train_loss=2.0,
                            val_loss=1.9, duration_s=1.0, samples=1024, samples_per_s=900.0, cost=0.001)]
-    assert loop._tune(history) == (None, None)
+    assert loop._tune(history) == (None, None, 0)
     assert len(history) == 1
     [event] = [e for e in store.events("j-000000") if e["kind"] == "tuning_skipped"]
     assert event["message"].startswith("(2, 1), (2, 2): this job's tuning began under an older Coach")
@@ -214,7 +214,7 @@ def test_a_retune_with_nothing_to_measure_says_nothing_of_tuning(tmp_path: Path,
     loop = JobLoop(JobRun(spec, "j-000000", store, backend=None, coordinator=tiny, work_dir=tmp_path))  # type: ignore[arg-type]
     loop._before = []
     history: list[EpochRecord] = []
-    assert loop._tune(history) == (None, None)
+    assert loop._tune(history) == (None, None, 0)
     assert history == []
     assert [e["kind"] for e in store.events("j-000000") if e["kind"] == "retune"] == []
 
@@ -280,6 +280,6 @@ def test_a_resubmitted_job_skips_tuning_what_earlier_jobs_measured(tmp_path: Pat
     assert loop._epoch_seconds([], speed, 1, 1) == pytest.approx(speed.epoch_seconds(1, 1, loop.n_train)
                                                                  + loop._charged_overhead([]))
     history: list[EpochRecord] = []
-    assert loop._tune(history) == (None, None)
+    assert loop._tune(history) == (None, None, 0)
     assert history == []
     assert [e["message"] for e in store.events("j-new") if e["kind"] == "tuning_skipped"] == said
