@@ -35,7 +35,17 @@ def run(job: dict, home: Path | None = None) -> dict:
     wall, rec, hist = submit_job(job, home)
     training = [h for h in hist if h["phase"] == "training"]
     return {"wall_s": wall, "status": rec["status"], "spent": rec["spent"], "epochs": len(training),
-            "tuned": len(hist) - len(training), "ws": _runs([(h["workers"], h["servers"]) for h in training])}
+            "tuned": _tuned([h for h in hist if h["phase"] == "tuning"], training),
+            "ws": _runs([(h["workers"], h["servers"]) for h in training])}
+
+
+def _tuned(tuning: list[dict], training: list[dict]) -> str:
+    """What tuning measured, in order: "(1, 1), (2, 1) inside epoch 1" (measured on the first
+    samples of epoch 1's group: its record ends as epoch 1's begins), or "nothing"."""
+    start = training[0]["started_at"] if training else None
+    return ", ".join(f"({h['workers']}, {h['servers']})" + (" inside epoch 1" if start is not None and
+                                                             abs(h["finished_at"] - start) < 1e-3 else "")
+                     for h in tuning) or "nothing"
 
 
 def _runs(allocations: list[tuple[int, int]]) -> str:
@@ -61,10 +71,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as store:
         # a data scientist's store after a first submission: one earlier run, of a seed not benchmarked
         warm = run(dict(dynamic, seed=args.rounds), Path(store))
-        if warm["status"] not in ("succeeded", "max_epochs") or not warm["tuned"]:
+        if warm["status"] not in ("succeeded", "max_epochs") or warm["tuned"] == "nothing":
             raise SystemExit(f"the earlier run did not tune and finish ({warm}): resubmissions would be first ones")
         print(f"earlier run in the resubmissions' store (seed {args.rounds}): {warm['wall_s']:.1f} s, "
-              f"{warm['tuned']} tuning mini-epochs, {warm['epochs']} training epochs on {warm['ws']}")
+              f"tuned {warm['tuned']}, {warm['epochs']} training epochs on {warm['ws']}")
         ratios, noise, short = {"dynamic": [], "resubmitted": []}, [], []
         totals = dict.fromkeys(labels[:3], 0.0)
         for r in range(args.rounds):
@@ -82,8 +92,8 @@ def main() -> None:
             short += [f"seed {r} {label}" for label, x in results.items() if x["status"] != "succeeded"]
             for label in labels:
                 x = results[label]
-                print(f"round {r + 1} {label:<12}: {x['wall_s']:6.1f} s  {x['status']}  {x['tuned']} tuning "
-                      f"mini-epochs, {x['epochs']} training epochs on {x['ws']}  spent {x['spent']:.4g}")
+                print(f"round {r + 1} {label:<12}: {x['wall_s']:6.1f} s  {x['status']}  tuned {x['tuned']}, "
+                      f"{x['epochs']} training epochs on {x['ws']}  spent {x['spent']:.4g}")
             print(f"round {r + 1} (seed {r}) dynamic/static: first submission {ratios['dynamic'][-1]:.3f}, "
                   f"resubmitted {ratios['resubmitted'][-1]:.3f}; static again/static: {noise[-1]:.3f}")
     spread = max(abs(n - 1) for n in noise)
