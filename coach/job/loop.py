@@ -694,7 +694,8 @@ class JobLoop:
                 continue
             if last and coord.alone(self.run.job_id):   # forced for most of an epoch: not on others' shares
                 return None, (w, s), 0
-            if i == len(configs) - 2 and _probes(configs[-1], (w, s)) and coord.alone(self.run.job_id):
+            if i == len(configs) - 2 and _probes(configs[-1], (w, s)) and chunk >= spec.batch_size \
+                    and coord.alone(self.run.job_id):   # a probe trains whole steps, and leaves the rest some
                 return None, configs[-1], chunk
             # a mini-epoch lasts about as long as the previous one: others' expected wait
             last_s = lambda w, s: history[-1].duration_s if history else None
