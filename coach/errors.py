@@ -94,3 +94,8 @@ class CheckpointError(CoachError):
 
 class EstimateError(CoachError):
     """Raised when a model cannot be fitted from the data given (too few points, bad values)."""
+
+
+class TaskError(CoachError):
+    """Raised when a role cannot run the epoch task it was given (its samples do not exist):
+    the same task fails again, so it is not retried."""

@@ -160,9 +160,16 @@ def _probes(group: tuple[int, int], config: tuple[int, int]) -> bool:
     return group[0] == config[0] and config[1] == 1 < group[1]
 
 
-def _measured_in(group: tuple[int, int], probe: int) -> str:
-    """`group` in an event, with the configuration it was to measure inside it, if any."""
-    return f"{group} and ({group[0]}, 1) inside it" if probe else str(group)
+def _fallback(group: tuple[int, int], probe: int) -> tuple[tuple[int, int] | None, int]:
+    """What trains the rest of epoch 1 when `group` cannot: the configuration it was to measure
+    inside it, measured on that rest instead; else the planner's choice (None)."""
+    return ((group[0], 1) if probe else None), 0
+
+
+def _instead(group: tuple[int, int], probe: int) -> str:
+    """What an event says happens instead of `group` (`_fallback`)."""
+    return (f"({group[0]}, 1), which it was to measure inside it, trains the rest of epoch 1 instead" if probe
+            else "epoch 1 is planned on what tuning measured")
 
 
 def _jobs_of(records: list[EpochRecord], configs: list[tuple[int, int]]) -> str:
@@ -238,6 +245,9 @@ class JobLoop:
         outcome: EpochOutcome = self.runner.run(plan, self._stop_requested, self._retry_within_budget, on_sent)
         cost, finished = measured_cost(outcome.function_s, self.spec.resources, self.spec.prices), time.time()
         recs, p = [], outcome.probe
+        if probe and p is None:
+            self._event("tuning_skipped", f"({w}, 1): its workers did not measure it inside {phase} epoch {epoch} "
+                        "(MXNet's bigarray bound is set below what its pieces need); epoch 1 trained all the same")
         if p is not None:   # its share of the group's function-seconds, and its end on the clock
             probe_cost = cost * p.wall_s / max(p.wall_s + outcome.wall_s, 1e-9)
             started_rest = finished - outcome.wall_s
@@ -551,9 +561,9 @@ class JobLoop:
                                                                                    self.n_train - head),
                                   timeout_s=TUNING_WAIT_S if measure and demand.speed is not None else None)
             if alloc is None and measure and not self._stop_requested():
-                self._event("tuning_skipped", f"{_measured_in(measure, probe)} did not fit the free capacity "
-                            "in time; epoch 1 is planned on what tuning measured")
-                measure, probe = None, 0
+                self._event("tuning_skipped", f"{measure} did not fit the free capacity in time; "
+                            + _instead(measure, probe))
+                measure, probe = _fallback(measure, probe)
                 continue
             if alloc is None:
                 return self._finish("stopped", f"stopped by request while waiting for capacity (epoch {epoch})")
@@ -562,10 +572,10 @@ class JobLoop:
                                                  alloc.workers, alloc.servers)
                 share = min(left, demand.epoch_budget if demand.epoch_budget is not None else left)
                 if predicted is not None and predicted > share and measure:   # the planner keeps within both
-                    self._event("tuning_skipped", f"{_measured_in(measure, probe)}: training the rest of epoch 1 "
-                                f"on it is predicted to cost {predicted:.3g}, above an epoch's share of the budget "
-                                f"({share:.3g}; {left:.3g} of the budget is left)")
-                    measure, probe = None, 0
+                    self._event("tuning_skipped", f"{measure}: training the rest of epoch 1 on it is predicted to "
+                                f"cost {predicted:.3g}, above an epoch's share of the budget ({share:.3g}; {left:.3g} "
+                                f"of the budget is left); " + _instead(measure, probe))
+                    measure, probe = _fallback(measure, probe)
                     continue
                 if predicted is not None and predicted > left:
                     return self._budget_exhausted(left, predicted)
@@ -694,8 +704,10 @@ class JobLoop:
                 continue
             if last and coord.alone(self.run.job_id):   # forced for most of an epoch: not on others' shares
                 return None, (w, s), 0
+            # measured inside the last: on whole steps that leave the rest some, and after a first
+            # rate (a whole epoch's budget is checked on it, and its deadline)
             if i == len(configs) - 2 and _probes(configs[-1], (w, s)) and chunk >= spec.batch_size \
-                    and coord.alone(self.run.job_id):   # a probe trains whole steps, and leaves the rest some
+                    and (history or before) and coord.alone(self.run.job_id):
                 return None, configs[-1], chunk
             # a mini-epoch lasts about as long as the previous one: others' expected wait
             last_s = lambda w, s: history[-1].duration_s if history else None

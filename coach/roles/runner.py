@@ -141,10 +141,10 @@ def _run_role(task: Any) -> dict[str, Any]:
     except Exception as e:  # reported to the caller as a failed role, with the reason
         _keep(e, task)
         traceback.print_exc()
-        from coach.errors import CheckpointError, UserCodeError, one_line
+        from coach.errors import CheckpointError, TaskError, UserCodeError, one_line
 
-        result = {"role": task.role, "error": f"{type(e).__name__}: {e}",   # the same code or file would fail again
-                  "permanent": isinstance(e, (UserCodeError, CheckpointError)),
+        result = {"role": task.role, "error": f"{type(e).__name__}: {e}",   # the same code, file or task would fail again
+                  "permanent": isinstance(e, (UserCodeError, CheckpointError, TaskError)),
                   "resumable": isinstance(e, CheckpointError)}   # once the file is restored
         if not isinstance(e, UserCodeError) and (where := _user_frame(e, task)):
             # raised in the user's own network code: the same code would fail again

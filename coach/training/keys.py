@@ -18,12 +18,15 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 DEFAULT_BIGARRAY_BOUND = 1000 * 1000   # MXNet's default
+MIN_BIGARRAY_BOUND = 1000
+"""Under this bound (MXNet accepts any) a probe would push arrays in thousands of pieces, one
+message each, and measure the messages rather than (w, 1): a worker runs no probe then."""
 
 
 def bigarray_bound(env: Mapping[str, str] = os.environ) -> int:
     """The bound MXNet's kvstore of this process cuts arrays at (it reads the same variable)."""
     try:
-        return max(2, int(env.get("MXNET_KVSTORE_BIGARRAY_BOUND", DEFAULT_BIGARRAY_BOUND)))
+        return int(env.get("MXNET_KVSTORE_BIGARRAY_BOUND", DEFAULT_BIGARRAY_BOUND))
     except ValueError:
         return DEFAULT_BIGARRAY_BOUND
 

@@ -14,10 +14,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from coach.data import load_dataset, shard_steps
+from coach.errors import TaskError
 from coach.models import build_model, first_forward
 from coach.roles.protocol import EpochTask
 from coach.training import checkpoint
-from coach.training.keys import bigarray_bound, one_server_pieces
+from coach.training.keys import MIN_BIGARRAY_BOUND, bigarray_bound, one_server_pieces
 
 EVAL_BATCH = 500
 WARM_STEPS = 2
@@ -135,14 +136,16 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
     grads = [p.grad() for p in params]
     buffers = [mx.nd.zeros_like(g) for g in grads]
     if task.first + task.workers > len(data.x_train):
-        raise ValueError(f"the epoch's samples start at {task.first}, but {task.dataset['name']} has only "
+        raise TaskError(f"the epoch's samples start at {task.first}, but {task.dataset['name']} has only "
                          f"{len(data.x_train)} training samples for {task.workers} worker(s)")
     plan = shard_steps(len(data.x_train), task.seed, task.shard, task.workers, int(task.hyper["batch_size"]),
                        task.limit, task.first)
     probe_steps = steps_within(plan, task.probe)
     if task.probe and not 0 < probe_steps < len(plan):
-        raise ValueError(f"probe: {task.probe} samples must be one global batch at least and leave one for the "
-                         f"rest of the epoch, which has {sum(n for _, n in plan)} samples")
+        raise TaskError(f"probe: {task.probe} samples must be one global batch at least and leave one for the "
+                        f"rest of the epoch, which has {sum(n for _, n in plan)} samples")
+    if bigarray_bound() < MIN_BIGARRAY_BOUND:   # pieces that small would measure their messages: no probe
+        probe_steps = 0
     spread = whole(grads, buffers)
     one = to_server_0(grads, buffers, task.servers, first_key=len(params) + len(state)) if probe_steps else []
     values = [p.data() for p in params + state]
@@ -196,7 +199,8 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
     probe: dict[str, Any] = {}
     if probe_steps:   # as a mini-epoch of its own on (w, 1) would: trained, then validated on its share
         probe = train(plan[:probe_steps], one)
-        probe.update(validate(task.probe), ended_at=time.time())
+        probe.update(validate(task.probe))
+        probe_end = time.monotonic()
     result: dict[str, Any] = {"role": "worker", "rank": kv.rank, "shard": task.shard,
                               **train(plan[probe_steps:], spread), "startup_s": startup_s, "checkpoint": None}
     if probe:
@@ -207,6 +211,8 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
                         {"job_id": task.job_id, "epoch": task.epoch, "samples_seen": seen})
         result["checkpoint"] = task.checkpoint_out
     result.update(validate(task.limit))
+    if probe:   # how long the group went on after it: the caller's clock gives its wall time
+        probe["after_s"] = time.monotonic() - probe_end
     if task.abort_file:
         # the job loop ends this group once every worker has answered (`attempt_files.WORKERS_DONE`)
         # and the process exits without freeing the kvstore, whose destructor would wait at
