@@ -109,12 +109,16 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
 
     t0 = time.monotonic()
     # ps-lite's rendezvous (`Van::Start` polls every 100 ms until the scheduler has answered)
-    # goes on beside the model's construction: ctypes lets go of the GIL while it waits. If the
-    # construction fails, the kvstore is kept until the process ends (`runner._keep`)
+    # goes on beside the dataset's load (a replica's first event; numpy only): ctypes lets go of
+    # the GIL while it waits. Beside the model's construction, MXNet operators, a race inside
+    # MXNet crashed about 1 worker process in 40 (SIGSEGV in `MXKVStoreCreate` and `_copyto`;
+    # retried, so only an attempt was lost). If what follows fails, the kvstore is kept until the
+    # process ends (`runner._keep`)
     rendezvous = ThreadPoolExecutor(1, thread_name_prefix="rendezvous").submit(mx.kv.create, "dist_sync")
-    ctx = mx.cpu()
     ds_opts = {k: v for k, v in task.dataset.items() if k != "name"}
     data = load_dataset(task.dataset["name"], ds_opts)
+    kv = rendezvous.result()
+    ctx = mx.cpu()
     net = build_model(task.model.get("name", ""), data.num_classes, task.model.get("file"), task.model.get("source"))
     mx.random.seed(int(task.hyper.get("init_seed", 42)))
     net.initialize(mx.init.Xavier(), ctx=ctx)
@@ -123,7 +127,6 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
     # which the kvstore cannot send ("can't generate TBlob for MKLDNN data"): back to default
     net.collect_params().reset_ctx(ctx)   # fresh arrays, copied out in the default layout
 
-    kv = rendezvous.result()
     opt_name, opt_params = _optimizer(task.hyper)
     # The Trainer updates locally; gradients are summed across workers by the kvstore below,
     # one explicit push and pull per parameter (what update_on_kvstore=False means), so that

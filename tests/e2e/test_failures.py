@@ -306,7 +306,10 @@ def test_an_epoch_is_not_retried_past_the_budget(tmp_path: Path, coach_home: Pat
     from coach.backends.base import Invocation
     from coach.backends.local import LocalBackend
 
-    fields = dict(allocation="static", workers=1, servers=1, target_loss=0.001, max_retries=5)
+    # epochs of 4,000 samples: 3.5 of them must buy more than a second of (1, 1), the least budget a
+    # job file may give (digits' epochs cost less than that on a fast day)
+    fields = dict(allocation="static", workers=1, servers=1, target_loss=0.001, max_retries=5,
+                  dataset={"name": "synthetic", "samples": 4000})
     store, job_id, _ = _run_injected(LocalBackend, coach_home, tmp_path, name="measure", max_epochs=3, **fields)
     epoch_cost = max(r.cost for r in store.epochs(job_id))
 
