@@ -205,10 +205,12 @@ class EpochRunner:
         if len(chief) != 1 or not chief[0].get("checkpoint"):
             return None, "no worker answered as rank 0 with a checkpoint"
         probe = None
-        parts = [w.get("probe") for w in workers]
-        # a worker that ran no probe (MXNet's bigarray bound set too low for its pieces) trained
-        # those samples with the rest: the epoch stands, without the probe's measurement
-        if plan.probe and all(isinstance(p, dict) and "after_s" in p for p in parts) and _unmeasured(parts) is None:
+        if plan.probe:
+            parts = [w.get("probe") for w in workers]
+            if not all(isinstance(p, dict) and "after_s" in p for p in parts):
+                return None, "a worker answered without its probe's measurements"
+            if (error := _unmeasured(parts)) is not None:
+                return None, f"probe: {error}"
             samples, train_loss, val_loss = _losses(parts, plan, "the probe of ")
             probe_s = min(wall, max(0.0, wall - max(float(p["after_s"]) for p in parts)))
             probe = Probe(train_loss, val_loss, samples, probe_s, _steady_rate(parts))

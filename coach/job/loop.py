@@ -245,9 +245,6 @@ class JobLoop:
         outcome: EpochOutcome = self.runner.run(plan, self._stop_requested, self._retry_within_budget, on_sent)
         cost, finished = measured_cost(outcome.function_s, self.spec.resources, self.spec.prices), time.time()
         recs, p = [], outcome.probe
-        if probe and p is None:
-            self._event("tuning_skipped", f"({w}, 1): its workers did not measure it inside {phase} epoch {epoch} "
-                        "(MXNet's bigarray bound is set below what its pieces need); epoch 1 trained all the same")
         if p is not None:   # its share of the group's function-seconds, and its end on the clock
             probe_cost = cost * p.wall_s / max(p.wall_s + outcome.wall_s, 1e-9)
             started_rest = finished - outcome.wall_s

@@ -2,10 +2,19 @@
 
 MXNet's dist kvstore (`src/kvstore/kvstore_dist.h`, `EncodeDefaultKey`) sends an array of
 fewer than MXNET_KVSTORE_BIGARRAY_BOUND elements whole to server `(key · 9973) mod s`, and cuts
-a larger one into s parts, one per server. Pieces under the bound, pushed under keys that are
-multiples of s, therefore all reach server 0: the group's other servers stand idle and its
-workers train as (w, 1) would, the same bytes through one server. The servers only sum (the
-workers update: `update_on_kvstore=False`), so a worker can change its keys between two steps.
+a larger one into s near-equal parts, part i to server i. A (w, 1) group therefore sends every
+array whole, in one message, to its one server.
+
+A worker that probes (w, 1) inside a (w, s) group raises that bound above every array, so that
+MXNet cuts nothing, and routes its arrays itself under keys of its own:
+- the probe (`whole_to_server_0`): every array whole to server 0, as (w, 1) sends them; the
+  other servers stand idle;
+- the rest (`as_mxnet_splits`): MXNet's own split over the s servers, one key per part.
+Cutting the probe's arrays into pieces instead, under the bound, made it as fast as (w, s): LeNet's
+1,225,000-element dense weight went to server 0 in two messages that were summed side by side,
+where (2, 1) sends one (a probe read 1,341–1,409 samples/s, (2, 2) 1,309–1,391, (2, 1)
+1,223–1,325). The servers only sum (the workers update: `update_on_kvstore=False`), so a worker
+can change its keys between two steps.
 
 Tuning measures (2, 1) that way on the first samples of the (2, 2) group that trains the rest
 of epoch 1 (`JobLoop._tune`): one start-up fewer than a mini-epoch of its own.
@@ -18,9 +27,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 DEFAULT_BIGARRAY_BOUND = 1000 * 1000   # MXNet's default
-MIN_BIGARRAY_BOUND = 1000
-"""Under this bound (MXNet accepts any) a probe would push arrays in thousands of pieces, one
-message each, and measure the messages rather than (w, 1): a worker runs no probe then."""
+UNCUT = 2**31 - 1   # a bound above any array's size: MXNet then cuts none
 
 
 def bigarray_bound(env: Mapping[str, str] = os.environ) -> int:
@@ -31,9 +38,9 @@ def bigarray_bound(env: Mapping[str, str] = os.environ) -> int:
         return DEFAULT_BIGARRAY_BOUND
 
 
-def server_of(key: int, size: int, servers: int, bound: int) -> int | None:
-    """The server MXNet sends an array of `size` elements to under `key`; None: cut across all."""
-    return (key * 9973) % servers if size < bound else None
+def server_of(key: int, servers: int) -> int:
+    """The server MXNet sends an uncut array to under `key`."""
+    return (key * 9973) % servers
 
 
 @dataclass(frozen=True)
@@ -46,15 +53,38 @@ class Piece:
     end: int
 
 
-def one_server_pieces(sizes: Sequence[int], servers: int, first_key: int, bound: int) -> list[Piece]:
-    """The arrays of `sizes` cut into pieces under `bound`, each under its own key from
-    `first_key` on, so that MXNet sends every piece to server 0 of `servers`."""
-    pieces: list[Piece] = []
-    j = -(-first_key // servers)   # keys are servers · j: the first such key at or after first_key
+class _Keys:
+    """Fresh keys from `first` on, each the first unused one that reaches a given server."""
+
+    def __init__(self, servers: int, first: int) -> None:
+        self.servers, self.next = servers, first
+
+    def to(self, server: int) -> int:
+        key = self.next
+        while server_of(key, self.servers) != server:   # at most `servers` steps: 9973 is prime
+            key += 1
+        self.next = key + 1
+        return key
+
+
+def whole_to_server_0(sizes: Sequence[int], servers: int, first_key: int) -> list[Piece]:
+    """Every array whole under its own key from `first_key` on, all reaching server 0 of
+    `servers`: what a (w, 1) group sends, with MXNet cutting nothing (`UNCUT`)."""
+    keys = _Keys(servers, first_key)
+    return [Piece(a, keys.to(0), 0, size) for a, size in enumerate(sizes)]
+
+
+def as_mxnet_splits(sizes: Sequence[int], servers: int, first_key: int, bound: int) -> list[Piece]:
+    """The arrays split over `servers` as MXNet splits them at `bound`, under keys of their own
+    from `first_key` on: an array under the bound whole to the server its index would reach, a
+    larger one in `servers` near-equal parts, part i to server i (empty parts left out)."""
+    keys, pieces = _Keys(servers, first_key), []
     for a, size in enumerate(sizes):
-        n = -(-size // (bound - 1))   # equal pieces of fewer than `bound` elements
-        step = max(1, -(-size // max(1, n)))
-        for start in range(0, size, step):
-            pieces.append(Piece(a, servers * j, start, min(size, start + step)))
-            j += 1
+        if size < bound:
+            pieces.append(Piece(a, keys.to(server_of(a, servers)), 0, size))
+            continue
+        for i in range(servers):   # C's round: halves away from zero, as MXNet's
+            start, end = int(size * i / servers + 0.5), int(size * (i + 1) / servers + 0.5)
+            if end > start:
+                pieces.append(Piece(a, keys.to(i), start, end))
     return pieces

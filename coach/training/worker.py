@@ -9,6 +9,7 @@ the planner changes them.
 from __future__ import annotations
 
 import gc
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -18,7 +19,7 @@ from coach.errors import TaskError
 from coach.models import build_model, first_forward
 from coach.roles.protocol import EpochTask
 from coach.training import checkpoint
-from coach.training.keys import MIN_BIGARRAY_BOUND, bigarray_bound, one_server_pieces
+from coach.training.keys import UNCUT, Piece, as_mxnet_splits, bigarray_bound, whole_to_server_0
 
 EVAL_BATCH = 500
 WARM_STEPS = 2
@@ -79,12 +80,21 @@ def whole(arrays: list[Any], buffers: list[Any], first_key: int = 0) -> list[tup
     return [(first_key + i, a, buf) for i, (a, buf) in enumerate(zip(arrays, buffers))]
 
 
-def to_server_0(arrays: list[Any], buffers: list[Any], servers: int, first_key: int) -> list[tuple[int, Any, Any]]:
-    """A route of pieces of the arrays that all reach server 0 (`coach.training.keys`): views,
-    so that a step's gradients and sums need no copies."""
+def routed(arrays: list[Any], buffers: list[Any], pieces: list[Piece]) -> list[tuple[int, Any, Any]]:
+    """A route of the arrays' `pieces` under their own keys (`coach.training.keys`): views, so
+    that a step's gradients and sums need no copies."""
     flat = [(a.reshape((-1,)), buf.reshape((-1,))) for a, buf in zip(arrays, buffers)]
-    return [(p.key, flat[p.array][0][p.start:p.end], flat[p.array][1][p.start:p.end])
-            for p in one_server_pieces([a.size for a in arrays], servers, first_key, bigarray_bound())]
+    return [(p.key, flat[p.array][0][p.start:p.end], flat[p.array][1][p.start:p.end]) for p in pieces]
+
+
+def probe_routes(arrays: list[Any], buffers: list[Any], servers: int, first_key: int,
+                 bound: int) -> tuple[list[tuple[int, Any, Any]], list[tuple[int, Any, Any]]]:
+    """The probe's route, every array whole to server 0, and the rest's, split as MXNet splits
+    them at `bound`, under keys from `first_key` on; for a kvstore that cuts nothing (`UNCUT`)."""
+    sizes = [a.size for a in arrays]
+    one = whole_to_server_0(sizes, servers, first_key)
+    spread = as_mxnet_splits(sizes, servers, max(p.key for p in one) + 1, bound)
+    return routed(arrays, buffers, one), routed(arrays, buffers, spread)
 
 
 def summed_loss(net: Any, x: Any, y: Any, mx: Any) -> float:
@@ -114,6 +124,9 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
     # MXNet crashed about 1 worker process in 40 (SIGSEGV in `MXKVStoreCreate` and `_copyto`;
     # retried, so only an attempt was lost). If what follows fails, the kvstore is kept until the
     # process ends (`runner._keep`)
+    bound = bigarray_bound()
+    if task.probe:   # the kvstore cuts no array: the worker routes them (`probe_routes`)
+        os.environ["MXNET_KVSTORE_BIGARRAY_BOUND"] = str(UNCUT)
     rendezvous = ThreadPoolExecutor(1, thread_name_prefix="rendezvous").submit(mx.kv.create, "dist_sync")
     ds_opts = {k: v for k, v in task.dataset.items() if k != "name"}
     data = load_dataset(task.dataset["name"], ds_opts)
@@ -140,20 +153,19 @@ def run_worker(task: EpochTask) -> dict[str, Any]:
     buffers = [mx.nd.zeros_like(g) for g in grads]
     if task.first + task.workers > len(data.x_train):
         raise TaskError(f"the epoch's samples start at {task.first}, but {task.dataset['name']} has only "
-                         f"{len(data.x_train)} training samples for {task.workers} worker(s)")
+                        f"{len(data.x_train)} training samples for {task.workers} worker(s)")
     plan = shard_steps(len(data.x_train), task.seed, task.shard, task.workers, int(task.hyper["batch_size"]),
                        task.limit, task.first)
     probe_steps = steps_within(plan, task.probe)
     if task.probe and not 0 < probe_steps < len(plan):
         raise TaskError(f"probe: {task.probe} samples must be one global batch at least and leave one for the "
                         f"rest of the epoch, which has {sum(n for _, n in plan)} samples")
-    if bigarray_bound() < MIN_BIGARRAY_BOUND:   # pieces that small would measure their messages: no probe
-        probe_steps = 0
-    spread = whole(grads, buffers)
-    one = to_server_0(grads, buffers, task.servers, first_key=len(params) + len(state)) if probe_steps else []
+    one, spread = (probe_routes(grads, buffers, task.servers, len(params) + len(state), bound) if task.probe
+                   else ([], whole(grads, buffers)))
     values = [p.data() for p in params + state]
+    routes = one + spread if task.probe else []
     # one call: each waits at a barrier of the whole group
-    kv.init(list(range(len(values))) + [k for k, _, _ in one], values + [part for _, part, _ in one])
+    kv.init(list(range(len(values))) + [k for k, _, _ in routes], values + [part for _, part, _ in routes])
     meta: dict[str, Any] = {}
     if task.checkpoint_in:
         meta = checkpoint.load(task.checkpoint_in, net, trainer, ctx)

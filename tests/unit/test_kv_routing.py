@@ -1,10 +1,10 @@
 """Which parameter server a worker's pushes reach (`coach.training.keys`): tuning measures
-(w, 1) inside a (w, s) group by pushing every array, in pieces under the bigarray bound, under
-keys that MXNet sends to server 0 alone.
+(w, 1) inside a (w, s) group by pushing every array whole under keys that MXNet sends to
+server 0 alone, with MXNet cutting no array; the rest of the epoch splits them as MXNet would.
 
-The rule is checked on its own (tables), and against MXNet itself: a real ps-lite group of a
-scheduler, 2 servers and 2 workers, whose servers log every message they receive (PS_VERBOSE=2),
-and whose workers check the sums they pull back through the pieces.
+The rules are checked on their own (tables), and against MXNet itself: a real ps-lite group of
+a scheduler, 2 servers and 2 workers, whose servers log every message they receive
+(PS_VERBOSE=2), and whose workers check the sums they pull back through the pieces.
 """
 
 from __future__ import annotations
@@ -18,42 +18,55 @@ from pathlib import Path
 
 import pytest
 
-from coach.training.keys import DEFAULT_BIGARRAY_BOUND, bigarray_bound, one_server_pieces, server_of
+from coach.training.keys import (DEFAULT_BIGARRAY_BOUND, UNCUT, as_mxnet_splits, bigarray_bound, server_of,
+                                 whole_to_server_0)
 from coach.training.worker import steps_within
 
+LENET = [20 * 1 * 5 * 5, 20, 50 * 20 * 5 * 5, 50, 500 * 2450, 500, 10 * 500, 10]
 # (case, sizes of the arrays, servers, first key, bound)
-PIECES = [
-    ("lenet-on-mnist", [20 * 1 * 5 * 5, 20, 50 * 20 * 5 * 5, 50, 500 * 2450, 500, 10 * 500, 10], 2, 8, 10**6),
+SPLITS = [
+    ("lenet-on-mnist", LENET, 2, 8, 10**6),
     ("three-servers", [7, 3_000_001, 5], 3, 4, 10**6),
     ("first-key-not-a-multiple", [10, 10], 4, 5, 10**6),
     ("exactly-the-bound", [10**6, 10**6 - 1], 2, 2, 10**6),
-    ("tiny-bound", [9, 1, 4], 5, 0, 2),
+    ("a-bound-of-one", [1, 3, 4], 2, 0, 1),
 ]
 
 
-@pytest.mark.parametrize("sizes, servers, first_key, bound", [c[1:] for c in PIECES], ids=[c[0] for c in PIECES])
-def test_every_piece_reaches_server_0_and_each_array_is_covered_once(sizes: list[int], servers: int,
-                                                                     first_key: int, bound: int) -> None:
-    pieces = one_server_pieces(sizes, servers, first_key, bound)
-    assert all(server_of(p.key, p.end - p.start, servers, bound) == 0 for p in pieces)
-    keys = [p.key for p in pieces]
-    assert len(set(keys)) == len(keys) and min(keys) >= first_key
+def _covered_once(pieces, sizes: list[int]) -> bool:
     for a, size in enumerate(sizes):   # in order, end to end, nothing twice
         spans = [(p.start, p.end) for p in pieces if p.array == a]
-        assert spans[0][0] == 0 and spans[-1][1] == size
-        assert all(end == start for (_, end), (start, _) in zip(spans, spans[1:]))
-        assert len(spans) == -(-size // (bound - 1))   # no more pieces than the bound asks for
+        if spans[0][0] != 0 or spans[-1][1] != size or any(e != s for (_, e), (s, _) in zip(spans, spans[1:])):
+            return False
+    return True
 
 
-def test_whole_arrays_under_the_bound_are_spread_and_larger_ones_cut() -> None:
-    assert [server_of(k, 10, 2, 10**6) for k in range(4)] == [0, 1, 0, 1]
-    assert server_of(3, 10**6, 2, 10**6) is None
+@pytest.mark.parametrize("sizes, servers, first_key, bound", [c[1:] for c in SPLITS], ids=[c[0] for c in SPLITS])
+def test_the_rests_pieces_reach_the_servers_mxnet_would_send_them_to(sizes: list[int], servers: int,
+                                                                     first_key: int, bound: int) -> None:
+    pieces = as_mxnet_splits(sizes, servers, first_key, bound)
+    keys = [p.key for p in pieces]
+    assert len(set(keys)) == len(keys) and min(keys) >= first_key and _covered_once(pieces, sizes)
+    for a, size in enumerate(sizes):
+        mine = [p for p in pieces if p.array == a]
+        if size < bound:   # whole, where its index as a key goes
+            assert [(server_of(p.key, servers), p.end - p.start) for p in mine] == [(server_of(a, servers), size)]
+        else:   # part i on server i, near-equal
+            assert [server_of(p.key, servers) for p in mine] == list(range(servers))[:len(mine)]
+            assert max(p.end - p.start for p in mine) - min(p.end - p.start for p in mine) <= 1
+
+
+@pytest.mark.parametrize("sizes, servers, first_key", [(c[1], c[2], c[3]) for c in SPLITS], ids=[c[0] for c in SPLITS])
+def test_the_probes_arrays_go_whole_to_server_0(sizes: list[int], servers: int, first_key: int) -> None:
+    pieces = whole_to_server_0(sizes, servers, first_key)
+    assert [(p.array, p.start, p.end) for p in pieces] == [(a, 0, size) for a, size in enumerate(sizes)]
+    assert all(server_of(p.key, servers) == 0 for p in pieces)
+    assert len({p.key for p in pieces}) == len(pieces) and min(p.key for p in pieces) >= first_key
 
 
 @pytest.mark.parametrize("env, bound", [({}, DEFAULT_BIGARRAY_BOUND), ({"MXNET_KVSTORE_BIGARRAY_BOUND": "4096"}, 4096),
-                                        ({"MXNET_KVSTORE_BIGARRAY_BOUND": "0"}, 0),
                                         ({"MXNET_KVSTORE_BIGARRAY_BOUND": "lots"}, DEFAULT_BIGARRAY_BOUND)],
-                         ids=["default", "set", "zero", "not-a-number"])
+                         ids=["default", "set", "not-a-number"])
 def test_the_bound_is_the_one_mxnet_reads(env: dict[str, str], bound: int) -> None:
     assert bigarray_bound(env) == bound
 
@@ -71,14 +84,18 @@ def test_a_probe_covers_the_whole_steps_within_its_samples(steps: list[int], sam
 WORKER = """
 import os
 import sys
+route = sys.argv[1]
+if route != "mxnet":   # as a probing worker does: MXNet cuts nothing, the worker routes
+    os.environ["MXNET_KVSTORE_BIGARRAY_BOUND"] = str(2**31 - 1)
 import mxnet as mx
-from coach.training.worker import allreduce, to_server_0, whole
+from coach.training.worker import allreduce, probe_routes, whole
 kv = mx.kv.create("dist_sync")
 shapes = [(20, 1, 5, 5), (20,), (500, 2450), (500,)]
 # worker r pushes r + 1 + (element index): each element's sum over the 2 workers is known
 grads = [mx.nd.arange(0, mx.nd.zeros(shape).size).reshape(shape) + kv.rank + 1 for shape in shapes]
 buffers = [mx.nd.zeros_like(g) for g in grads]
-route = to_server_0(grads, buffers, 2, len(grads)) if sys.argv[1] == "one" else whole(grads, buffers)
+one, spread = probe_routes(grads, buffers, 2, len(grads), 10**6)
+route = {"probe": one, "rest": spread, "mxnet": whole(grads, buffers)}[route]
 kv.init([k for k, _, _ in route], [part for _, part, _ in route])
 allreduce(kv, route, grads, buffers)
 for g, shape in zip(grads, shapes):
@@ -99,7 +116,8 @@ def _pushes_per_server(route: str, tmp_path: Path) -> list[int]:
         port = s.getsockname()[1]
     env = dict(os.environ, DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT=str(port), DMLC_NUM_WORKER="2",
                DMLC_NUM_SERVER="2", OMP_NUM_THREADS="1")
-    env.pop("MXNET_KVSTORE_BIGARRAY_BOUND", None)
+    env.pop("MXNET_KVSTORE_BIGARRAY_BOUND", None)   # MXNet's default: the test counts its split
+    tmp_path.mkdir(parents=True, exist_ok=True)
     logs = [tmp_path / f"server{i}.log" for i in range(2)]
     procs = [subprocess.Popen([sys.executable, "-c", "import mxnet"], env=dict(env, DMLC_ROLE="scheduler"),
                               stderr=subprocess.DEVNULL)]
@@ -119,10 +137,10 @@ def _pushes_per_server(route: str, tmp_path: Path) -> list[int]:
     return [len(re.findall(r"=> \d+\. Meta: request=1.*push=1", log.read_text())) for log in logs]
 
 
-@pytest.mark.parametrize("route, one_server", [("one", True), ("whole", False)])
-def test_mxnet_sends_a_probes_pushes_to_one_server_and_others_to_both(route: str, one_server: bool,
-                                                                       tmp_path: Path) -> None:
-    pushes = sorted(_pushes_per_server(route, tmp_path))
-    # 2 workers, 3 steps of 4 arrays: the 1,225,000-element one in 2 pieces, by the probe's keys or MXNet's cut
-    assert sum(pushes) >= 2 * 3 * 5
-    assert (pushes[0] == 0) == one_server
+def test_mxnet_sends_a_probe_to_one_server_and_the_rest_as_it_splits_arrays(tmp_path: Path) -> None:
+    """Messages per server, init included (rank 0 pushes each key once): the probe's 4 arrays in
+    4 messages a step and worker, all to one server; the rest's exactly as MXNet's own split
+    (the 1,225,000-element array in one part per server)."""
+    pushes = {route: sorted(_pushes_per_server(route, tmp_path / route)) for route in ("probe", "rest", "mxnet")}
+    assert pushes["probe"] == [0, 4 + 2 * 3 * 4], pushes
+    assert pushes["rest"] == pushes["mxnet"] and pushes["mxnet"][0] > 0 and sum(pushes["mxnet"]) == 5 + 2 * 3 * 5, pushes
