@@ -167,8 +167,8 @@ def _keep(failure: BaseException, task: Any) -> None:
     """Keep a failed role's frames, and the kvstore in them, until the process ends (`os._exit`),
     in a group the job loop watches. Freed with the failure, the kvstore's destructor waits at
     ps-lite's exit barrier for the other workers, which wait in their own: a worker whose model
-    failed once its rendezvous had formed never answered,
-    and its epoch ran to the deadline. The job loop ends the group once one role has answered."""
+    failed once its rendezvous had formed never answered, and its epoch ran to the deadline. The
+    job loop ends the group once one role has answered."""
     if task.abort_file:
         _KEPT.append(failure)
 

@@ -22,6 +22,7 @@ of epoch 1 (`JobLoop._tune`): one start-up fewer than a mini-epoch of its own.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from typing import Mapping, Sequence
@@ -31,11 +32,13 @@ UNCUT = 2**31 - 1   # a bound above any array's size: MXNet then cuts none
 
 
 def bigarray_bound(env: Mapping[str, str] = os.environ) -> int:
-    """The bound MXNet's kvstore of this process cuts arrays at (it reads the same variable)."""
+    """The bound the environment sets MXNet's kvstore to cut arrays at (it reads the same
+    variable, into an unsigned size: a negative one cuts nothing)."""
     try:
-        return int(env.get("MXNET_KVSTORE_BIGARRAY_BOUND", DEFAULT_BIGARRAY_BOUND))
+        bound = int(env.get("MXNET_KVSTORE_BIGARRAY_BOUND", DEFAULT_BIGARRAY_BOUND))
     except ValueError:
         return DEFAULT_BIGARRAY_BOUND
+    return UNCUT if bound < 0 else bound
 
 
 def server_of(key: int, servers: int) -> int:
@@ -57,9 +60,13 @@ class _Keys:
     """Fresh keys from `first` on, each the first unused one that reaches a given server."""
 
     def __init__(self, servers: int, first: int) -> None:
+        if servers % 9973 == 0:   # every key would reach server 0
+            raise ValueError(f"{servers} servers: MXNet's keys reach only server 0 of a multiple of 9973")
         self.servers, self.next = servers, first
 
     def to(self, server: int) -> int:
+        if not 0 <= server < self.servers:
+            raise ValueError(f"server {server} of {self.servers}")
         key = self.next
         while server_of(key, self.servers) != server:   # at most `servers` steps: 9973 is prime
             key += 1
@@ -83,8 +90,15 @@ def as_mxnet_splits(sizes: Sequence[int], servers: int, first_key: int, bound: i
         if size < bound:
             pieces.append(Piece(a, keys.to(server_of(a, servers)), 0, size))
             continue
-        for i in range(servers):   # C's round: halves away from zero, as MXNet's
-            start, end = int(size * i / servers + 0.5), int(size * (i + 1) / servers + 0.5)
+        for i in range(servers):
+            start, end = _c_round(size / servers * i), _c_round(size / servers * (i + 1))
             if end > start:
                 pieces.append(Piece(a, keys.to(i), start, end))
     return pieces
+
+
+def _c_round(x: float) -> int:
+    """C's round() of a non-negative double, as MXNet computes its parts' bounds: halves up
+    (Python's round() halves to even), on the same double (`size / servers * i`)."""
+    f = math.floor(x)
+    return int(f) + (x - f >= 0.5)

@@ -93,7 +93,7 @@ def probe_routes(arrays: list[Any], buffers: list[Any], servers: int, first_key:
     them at `bound`, under keys from `first_key` on; for a kvstore that cuts nothing (`UNCUT`)."""
     sizes = [a.size for a in arrays]
     one = whole_to_server_0(sizes, servers, first_key)
-    spread = as_mxnet_splits(sizes, servers, max(p.key for p in one) + 1, bound)
+    spread = as_mxnet_splits(sizes, servers, max((p.key for p in one), default=first_key - 1) + 1, bound)
     return routed(arrays, buffers, one), routed(arrays, buffers, spread)
 
 

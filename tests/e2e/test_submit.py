@@ -112,7 +112,7 @@ def test_a_share_of_epoch_1_under_one_batch_is_measured_by_a_mini_epoch_of_its_o
 def test_a_probe_follows_mxnets_bigarray_bound_as_set(tmp_path: Path, coach_home: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """A probing worker has MXNet cut no array and splits them itself at the bound its
-    environment sets (`coach.training.keys.as_mxnet_splits`): set low, most of `mlp`'s arrays are
+    environment sets (`coach.training.keys.as_mxnet_splits`): set low, `mlp`'s larger arrays are
     cut in two for the rest of epoch 1, and the probe still sends them whole to one server."""
     monkeypatch.setenv("MXNET_KVSTORE_BIGARRAY_BOUND", "500")
     job = dict(FAST_JOB, max_epochs=1, consecutive=1, target_loss=1e-4)
@@ -122,7 +122,7 @@ def test_a_probe_follows_mxnets_bigarray_bound_as_set(tmp_path: Path, coach_home
     records = _history(rec["job_id"])
     assert [(r["phase"], r["workers"], r["servers"]) for r in records] == [
         ("tuning", 1, 1), ("tuning", 2, 1), ("training", 2, 2)]
-    assert records[1]["finished_at"] == records[2]["started_at"] and all(r["retries"] == 0 for r in records)
+    assert all(r["retries"] == 0 for r in records)
 
 
 def test_a_dynamic_jobs_tuning_trains_the_head_of_the_epoch_a_static_job_trains(tmp_path: Path,

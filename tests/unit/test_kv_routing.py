@@ -30,7 +30,17 @@ SPLITS = [
     ("first-key-not-a-multiple", [10, 10], 4, 5, 10**6),
     ("exactly-the-bound", [10**6, 10**6 - 1], 2, 2, 10**6),
     ("a-bound-of-one", [1, 3, 4], 2, 0, 1),
+    ("an-empty-first-part", [1], 4, 0, 1),
+    ("a-double-rounding-below-a-half", [1_000_005], 14, 0, 10**6),   # 500002.49999999994 at part 7
 ]
+
+
+def _mxnet_parts(size: int, servers: int) -> list[tuple[int, int, int]]:
+    """`EncodeDefaultKey`'s parts, written out as its C++ computes them: (start, end, server)."""
+    def c_round(x: float) -> int:   # C's round() of a non-negative double: halves up
+        return int(x) + (x - int(x) >= 0.5)
+    bounds = [c_round(size / servers * i) for i in range(servers + 1)]
+    return [(bounds[i], bounds[i + 1], i) for i in range(servers) if bounds[i + 1] > bounds[i]]
 
 
 def _covered_once(pieces, sizes: list[int]) -> bool:
@@ -51,9 +61,8 @@ def test_the_rests_pieces_reach_the_servers_mxnet_would_send_them_to(sizes: list
         mine = [p for p in pieces if p.array == a]
         if size < bound:   # whole, where its index as a key goes
             assert [(server_of(p.key, servers), p.end - p.start) for p in mine] == [(server_of(a, servers), size)]
-        else:   # part i on server i, near-equal
-            assert [server_of(p.key, servers) for p in mine] == list(range(servers))[:len(mine)]
-            assert max(p.end - p.start for p in mine) - min(p.end - p.start for p in mine) <= 1
+        else:   # part i on server i, bounds as MXNet's
+            assert [(p.start, p.end, server_of(p.key, servers)) for p in mine] == _mxnet_parts(size, servers)
 
 
 @pytest.mark.parametrize("sizes, servers, first_key", [(c[1], c[2], c[3]) for c in SPLITS], ids=[c[0] for c in SPLITS])
@@ -65,9 +74,11 @@ def test_the_probes_arrays_go_whole_to_server_0(sizes: list[int], servers: int, 
 
 
 @pytest.mark.parametrize("env, bound", [({}, DEFAULT_BIGARRAY_BOUND), ({"MXNET_KVSTORE_BIGARRAY_BOUND": "4096"}, 4096),
+                                        ({"MXNET_KVSTORE_BIGARRAY_BOUND": "-1"}, UNCUT),
                                         ({"MXNET_KVSTORE_BIGARRAY_BOUND": "lots"}, DEFAULT_BIGARRAY_BOUND)],
-                         ids=["default", "set", "not-a-number"])
+                         ids=["default", "set", "negative", "not-a-number"])
 def test_the_bound_is_the_one_mxnet_reads(env: dict[str, str], bound: int) -> None:
+    """(A negative one, read into an unsigned size, cuts nothing.)"""
     assert bigarray_bound(env) == bound
 
 
@@ -109,8 +120,9 @@ os._exit(0)
 """
 
 
-def _pushes_per_server(route: str, tmp_path: Path) -> list[int]:
-    """Push messages each server of a real (2 workers, 2 servers) group received."""
+def _pushes_per_server(route: str, tmp_path: Path) -> dict[int, int]:
+    """Push messages each server of a real (2 workers, 2 servers) group received, by server rank
+    (ps-lite's node id of server r is 8 + 2r)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -134,13 +146,15 @@ def _pushes_per_server(route: str, tmp_path: Path) -> list[int]:
         for p in procs:
             p.kill()
     # a message to a server, logged as it arrives: "<worker id> => <server id>. Meta: ... push=1"
-    return [len(re.findall(r"=> \d+\. Meta: request=1.*push=1", log.read_text())) for log in logs]
+    ids = [int(i) for log in logs for i in re.findall(r"=> (\d+)\. Meta: request=1.*push=1", log.read_text())]
+    return {rank: ids.count(8 + 2 * rank) for rank in range(2)}
 
 
 def test_mxnet_sends_a_probe_to_one_server_and_the_rest_as_it_splits_arrays(tmp_path: Path) -> None:
     """Messages per server, init included (rank 0 pushes each key once): the probe's 4 arrays in
     4 messages a step and worker, all to one server; the rest's exactly as MXNet's own split
     (the 1,225,000-element array in one part per server)."""
-    pushes = {route: sorted(_pushes_per_server(route, tmp_path / route)) for route in ("probe", "rest", "mxnet")}
-    assert pushes["probe"] == [0, 4 + 2 * 3 * 4], pushes
-    assert pushes["rest"] == pushes["mxnet"] and pushes["mxnet"][0] > 0 and sum(pushes["mxnet"]) == 5 + 2 * 3 * 5, pushes
+    pushes = {route: _pushes_per_server(route, tmp_path / route) for route in ("probe", "rest", "mxnet")}
+    assert pushes["probe"] == {0: 4 + 2 * 3 * 4, 1: 0}, pushes
+    assert pushes["rest"] == pushes["mxnet"] and min(pushes["mxnet"].values()) > 0, pushes
+    assert sum(pushes["mxnet"].values()) == 5 + 2 * 3 * 5, pushes
