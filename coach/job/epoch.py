@@ -212,7 +212,7 @@ class EpochRunner:
             if (error := _unmeasured(parts)) is not None:
                 return None, f"probe: {error}"
             samples, train_loss, val_loss = _losses(parts, plan, "the probe of ")
-            probe_s = min(wall, max(0.0, wall - max(float(p["after_s"]) for p in parts)))
+            probe_s = max(0.0, wall - max(float(p["after_s"]) for p in parts))   # after_s >= 0: within wall
             probe = Probe(train_loss, val_loss, samples, probe_s, _steady_rate(parts))
             wall -= probe_s
         if (error := _unmeasured(workers)) is not None:

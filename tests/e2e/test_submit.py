@@ -93,17 +93,21 @@ def test_submit_trains_to_target_and_status_reads_while_running(tmp_path: Path, 
     assert all(r["cost"] > 0 for r in records)
 
 
+def _epoch_1(tmp_path: Path, name: str, **fields) -> list[dict]:
+    """The records of a dynamic FAST_JOB (with `fields`) that runs tuning and training epoch 1 only."""
+    job = dict(FAST_JOB, max_epochs=1, consecutive=1, target_loss=1e-4, **fields)
+    proc = run_coach("submit", str(write_job(tmp_path / f"{name}.yaml", name=name, **job)), "--json")
+    [rec] = json.loads(proc.stdout)
+    assert rec["status"] == "max_epochs", proc.stderr
+    return _history(rec["job_id"])
+
+
 def test_a_share_of_epoch_1_under_one_batch_is_measured_by_a_mini_epoch_of_its_own(tmp_path: Path,
                                                                                    coach_home: Path) -> None:
     """(2, 1) is measured inside epoch 1's (2, 2) group only on whole global batches that leave
     the rest some: 240 training samples give each of 3 configurations 80, under a batch of 96.
     Probed there, the workers refused the share and the job failed after 4 attempts."""
-    job = dict(FAST_JOB, dataset={"name": "synthetic", "samples": 300}, batch_size=96, max_epochs=1,
-               consecutive=1, target_loss=1e-4)
-    proc = run_coach("submit", str(write_job(tmp_path / "small.yaml", name="small", **job)), "--json")
-    [rec] = json.loads(proc.stdout)
-    assert rec["status"] == "max_epochs", proc.stderr
-    records = _history(rec["job_id"])
+    records = _epoch_1(tmp_path, "small", dataset={"name": "synthetic", "samples": 300}, batch_size=96)
     assert [(r["phase"], r["workers"], r["servers"]) for r in records] == [
         ("tuning", 1, 1), ("tuning", 2, 1), ("training", 2, 2)]
     assert records[1]["finished_at"] < records[2]["started_at"], "a mini-epoch of its own, before epoch 1"
@@ -115,11 +119,7 @@ def test_a_probe_follows_mxnets_bigarray_bound_as_set(tmp_path: Path, coach_home
     environment sets (`coach.training.keys.as_mxnet_splits`): set low, `mlp`'s larger arrays are
     cut in two for the rest of epoch 1, and the probe still sends them whole to one server."""
     monkeypatch.setenv("MXNET_KVSTORE_BIGARRAY_BOUND", "500")
-    job = dict(FAST_JOB, max_epochs=1, consecutive=1, target_loss=1e-4)
-    proc = run_coach("submit", str(write_job(tmp_path / "low.yaml", name="low", **job)), "--json")
-    [rec] = json.loads(proc.stdout)
-    assert rec["status"] == "max_epochs", proc.stderr
-    records = _history(rec["job_id"])
+    records = _epoch_1(tmp_path, "low")
     assert [(r["phase"], r["workers"], r["servers"]) for r in records] == [
         ("tuning", 1, 1), ("tuning", 2, 1), ("training", 2, 2)]
     assert all(r["retries"] == 0 for r in records)
