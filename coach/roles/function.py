@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -123,6 +124,35 @@ def _kill_group(pid: int) -> None:
             pass
 
 
+def crash_site(report: str, model_file: str | None = None) -> str:
+    """Where a role process died, from its faulthandler report: "Segmentation fault in f (FILE
+    line N)", and the innermost frame in the job's model file when that is another; "" if the
+    report names no frame. Without it a crash read "killed by SIGABRT" and nothing else."""
+    lines = report.splitlines()
+    fatal = next((ln.removeprefix("Fatal Python error: ").strip() for ln in lines
+                  if ln.startswith("Fatal Python error: ")), "a fatal error")
+    start = next((i for i, ln in enumerate(lines) if ln.startswith("Current thread ")), None)
+    if start is None:
+        return ""
+    frames = []   # (file, line, function), innermost first
+    for ln in lines[start + 1:]:
+        match = _FRAME.match(ln)
+        if not match:
+            break
+        frames.append(match.groups())
+    if not frames:
+        return ""
+    site = f"{fatal} in {frames[0][2]} ({frames[0][0]} line {frames[0][1]})"
+    target = os.path.realpath(model_file) if model_file else None
+    user = next((f for f in frames if target and os.path.realpath(f[0]) == target), None)
+    if user is not None and user != frames[0]:
+        site += f", called from {user[2]} ({user[0]} line {user[1]})"
+    return site
+
+
+_FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (\S+)')
+
+
 def _describe_exit(code: int) -> str:
     if code < 0:
         try:
@@ -222,7 +252,7 @@ class FunctionRuntime:
                         pid_file = self._pid_file(task, pid)
                         beat = time.monotonic()
                     elif ev["event"] == "finished":
-                        return verdict or self._finished(task, ev["code"], ev.get("result"))
+                        return verdict or self._finished(task, ev["code"], ev.get("result"), ev.get("crash") or "")
                 if not self._server.alive():
                     self._server.events()
                     return 500, {"error": f"{task.role} fork-server {_describe_exit(self._server.proc.returncode)}"}
@@ -257,13 +287,15 @@ class FunctionRuntime:
         return None
 
     @staticmethod
-    def _finished(task: EpochTask, code: int, result: dict[str, Any] | None) -> tuple[int, dict[str, Any]]:
+    def _finished(task: EpochTask, code: int, result: dict[str, Any] | None,
+                  crash: str = "") -> tuple[int, dict[str, Any]]:
         if result is not None and "error" in result:
             return 500, {"error": f"{task.role} failed: {result['error']}",
                          "permanent": bool(result.get("permanent")), "resumable": bool(result.get("resumable"))}
         if code == 0 and result is not None:
             return 200, result
-        return 500, {"error": f"{task.role} process {_describe_exit(code)} before answering"}
+        site = crash_site(crash, task.model.get("file"))
+        return 500, {"error": f"{task.role} process {_describe_exit(code)} before answering{': ' + site if site else ''}"}
 
     @staticmethod
     def _pid_file(task: EpochTask, pid: int) -> Path | None:

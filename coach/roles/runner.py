@@ -10,11 +10,13 @@ registers pthread_atfork handlers for its engine, and nothing has used OpenMP be
 Protocol on stdout (one JSON object per line; model prints go to stderr):
     {"event": "ready"}                       once, after the imports
     {"event": "started", "pid": P}           per task, P leads its own process group
-    {"event": "finished", "code": C, "result": {...} | null}   when P has exited
+    {"event": "finished", "code": C, "result": {...} | null[, "crash": "..."]}   when P has exited;
+                                             `crash`: the Python frames of a fatal signal (faulthandler)
 """
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 import json
 import os
@@ -22,6 +24,7 @@ import select
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -198,14 +201,20 @@ def _answer_and_exit(write_fd: int, result: dict[str, Any], code: int) -> None:
     os._exit(code)
 
 
+CRASH_REPORT_BYTES = 16384   # a fatal error's report beyond this is cut (Python 3.11 adds every extension module)
+
+
 def _fork_role(task: Any, emit: Any) -> None:
     read_fd, write_fd = os.pipe()
     server = os.getpid()
+    crash = tempfile.TemporaryFile()   # a fatal signal's Python frames (a segfault in MXNet or in a model's native code)
     pid = os.fork()
     if pid == 0:  # the role process
         try:
             os.close(read_fd)
             os.setsid()
+            # MXNet's own handler only says "Segmentation fault: 11" (it runs after this one)
+            faulthandler.enable(file=crash, all_threads=True)
             exit_with_parent(parent=server)   # threads do not survive fork: watch anew
             on_native_hang(lambda message: _answer_and_exit(
                 write_fd, {"role": task.role, "error": f"UserCodeError: {message}", "permanent": True}, 3))
@@ -225,7 +234,13 @@ def _fork_role(task: Any, emit: Any) -> None:
         result = json.loads(data) if data.endswith(b"\n") else None
     except ValueError:   # cut short or garbled: as if it had not answered
         result = None
-    emit({"event": "finished", "code": os.waitstatus_to_exitcode(status), "result": result})
+    with crash:
+        crash.seek(0)
+        report = crash.read(CRASH_REPORT_BYTES).decode(errors="replace")
+    if report:
+        sys.stderr.write(report)   # into the replica's log
+    emit({"event": "finished", "code": os.waitstatus_to_exitcode(status), "result": result,
+          **({"crash": report} if report else {})})
 
 
 # what `import mxnet` imports only if it can, for parts Coach never uses

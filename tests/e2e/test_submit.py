@@ -374,6 +374,45 @@ def test_a_model_file_that_cannot_build_fails_once_naming_the_file(case: str, tm
     assert json.loads(run_coach("status", "--json", check=True).stdout)[0]["spent"] == rec["spent"]
 
 
+SEGFAULTS = """import ctypes
+from mxnet.gluon import nn
+
+
+class Net(nn.HybridBlock):
+    def __init__(self):
+        super().__init__()
+        self.out = nn.Dense(10)
+        self.calls = 0
+
+    def hybrid_forward(self, F, x):
+        self.calls += 1
+        if self.calls > 3:   # in training, after the build's first forward pass
+            ctypes.string_at(0)
+        return self.out(x)
+
+
+def build(num_classes):
+    return Net()
+"""
+
+
+def test_a_worker_that_dies_in_native_code_says_where(tmp_path: Path, coach_home: Path) -> None:
+    """A segfault (here ctypes reading address 0 under the model's forward) read "worker process
+    was killed by SIGABRT before answering" and no more: MXNet's own handler only logs
+    "Segmentation fault: 11". The role process's faulthandler report names the frames."""
+    (tmp_path / "net.py").write_text(SEGFAULTS)
+    job = write_job(tmp_path / "crash.yaml", name="crash", **dict(FAST_JOB, model="net.py", allocation="static",
+                                                                  workers=1, servers=1, max_retries=0))
+    proc = run_coach("submit", str(job), "--json")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    [rec] = json.loads(proc.stdout)
+    assert rec["status"] == "failed"
+    assert "worker process was killed by SIGABRT before answering: Segmentation fault in string_at (" in rec["message"]
+    assert rec["message"].endswith(f"called from hybrid_forward ({tmp_path / 'net.py'} line 14)"), rec["message"]
+    log = (coach_home / "logs" / f"{rec['job_id']}-worker.log").read_text()
+    assert f'File "{tmp_path / "net.py"}", line 14 in hybrid_forward' in log   # the whole report too
+
+
 def test_a_small_cifar10_folder_refuses_a_batch_larger_than_it(tmp_path: Path, coach_home: Path) -> None:
     # the folder's batches are counted at submit: refused there, naming the file and field,
     # and nothing is recorded (before, the job was recorded and failed when its loop began)
