@@ -75,6 +75,9 @@ class Backend(Protocol):
     def ps_root(self, job_id: str) -> tuple[str, int, str]:
         """(root_uri, root_port, node_host) for a new attempt's ps-lite group."""
 
+    def prewarm(self) -> None:
+        """Start what every first deploy waits for, while the caller does other work."""
+
     def teardown(self, job_id: str) -> None:
         """Remove every function of the job; nothing of it keeps running."""
 

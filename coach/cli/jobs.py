@@ -36,7 +36,7 @@ ResumeBackendOpt = typer.Option(None, "--backend", help="Where role functions ru
 
 def _backend(name: str, cpu: float | None, store: Store):
     """The backend to run on, checked before anything is recorded, with the folders it writes."""
-    from coach.job.submit import jobs_dir
+    from coach.job import jobs_dir
 
     if name not in ("local", "cluster"):
         raise SpecError("--backend", "", f"unknown backend {name!r}; available: local, cluster")
@@ -149,7 +149,6 @@ def _run(specs: dict[str, Any], backend: Any, json_out: bool, store: Store) -> N
 def submit(job_files: List[Path] = typer.Argument(..., metavar="JOB_FILE", help="One or more job files (YAML)."),
            backend: str = BackendOpt, cpu: Optional[float] = CpuOpt, json_out: bool = JsonOpt) -> None:
     """Train the jobs concurrently until each reaches its target (exit 0), or stops short (1)."""
-    from coach.job.submit import register
     from coach.spec import load_spec
 
     errors: list[SpecError] = []
@@ -165,9 +164,16 @@ def submit(job_files: List[Path] = typer.Argument(..., metavar="JOB_FILE", help=
         raise errors[-1]
     store = Store()
     runner = _backend(backend, cpu, store)   # before anything is recorded
-    for s in specs:
-        _check_fits(s, runner.capacity, cpu_given=cpu is not None)
-    jobs = {register(s, store, runner.name): s for s in specs}
+    runner.prewarm()   # MXNet's import in the functions, beside the job loop's below
+    try:
+        for s in specs:
+            _check_fits(s, runner.capacity, cpu_given=cpu is not None)
+        from coach.job.submit import register
+
+        jobs = {register(s, store, runner.name): s for s in specs}
+    except BaseException:
+        runner.close()
+        raise
     for jid in jobs:
         console.print(f"submitted {jid}")
     _run(jobs, runner, json_out, store)
@@ -185,8 +191,8 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
     It runs where it ran unless --backend says otherwise."""
     import dataclasses
 
+    from coach.job import work_dir
     from coach.job.loop import unpaid
-    from coach.job.submit import work_dir
     from coach.spec import MAX_NUMBER, spec_from_dict
 
     if budget is not None and not (0 < budget <= MAX_NUMBER):   # as a job file's budget
@@ -240,11 +246,16 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
                          "give a larger --max-epochs")
     spec = dataclasses.replace(spec, budget=budget if budget is not None else spec.budget, max_epochs=limit)
     runner = _backend(backend or job.backend, cpu, store)   # a cluster job went on locally, unsaid
-    # named by the path recorded at submit (absolute), not as given then, relative to another folder
-    _check_fits(dataclasses.replace(spec, source=job.spec_path), runner.capacity, cpu_given=cpu is not None)
-    other = store.claim_job(job.job_id)
-    if other is not None:   # another `coach resume` of it started meanwhile, or its run is still ending
-        raise CoachError(f"{job.job_id} is run by coach process {other} (resumed meanwhile, or still ending)")
+    runner.prewarm()
+    try:
+        # named by the path recorded at submit (absolute), not as given then, relative to another folder
+        _check_fits(dataclasses.replace(spec, source=job.spec_path), runner.capacity, cpu_given=cpu is not None)
+        other = store.claim_job(job.job_id)
+        if other is not None:   # another `coach resume` of it started meanwhile, or its run is still ending
+            raise CoachError(f"{job.job_id} is run by coach process {other} (resumed meanwhile, or still ending)")
+    except BaseException:
+        runner.close()
+        raise
     if job.status == "interrupted":   # its killed run ended at its last update: said so before it is overwritten
         store.add_event(job.job_id, "interrupted", "its coach process ended without a word", ts=job.updated_at)
     eta = resumed_eta(job.eta, new_budget=budget is not None)

@@ -2,7 +2,9 @@
 (w, s)), cost (function-seconds × prices) and the ETA that combines them.
 
 Dependencies point one way: the job loop and the planner import these models; the models
-import nothing of Coach but its errors and the epoch records they read.
+import nothing of Coach but its errors and the epoch records they read. They import scipy
+where they use it: `coach submit` reads a job file with `cost`, and scipy loaded with it
+(0.3 s) held back the start of the functions, which import MXNet meanwhile (`LocalBackend.prewarm`).
 """
 
 from coach.estimate.convergence import (

@@ -48,7 +48,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from coach.errors import EstimateError
 from coach.estimate.earlier_run import MIN_WEIGHT, EarlierRun, Warp, closest_first, mix, smooth_run
@@ -396,6 +395,7 @@ def _misfit_share(y_tail: np.ndarray, noise: float) -> float:
 def _local_rate(k: np.ndarray, y: np.ndarray, b: np.ndarray, scale: float) -> tuple[float, float] | None:
     """(b0, b1) refitted, robustly, on the recent LOCAL_FRACTION of the progress (at least
     TAIL_MIN_POINTS points) with the asymptote b2 kept; None if that fails."""
+    from scipy.optimize import least_squares   # on first use: see `coach.estimate`
     near = _recent(k, LOCAL_FRACTION)
     b2 = float(b[2])
 
@@ -497,6 +497,8 @@ def _fit(k: np.ndarray, y: np.ndarray, weights: np.ndarray, start: np.ndarray | 
     residuals (a spike inflates the least-squares residuals, not the robust ones) and
     one last robust refit. With `start` and `scale` (bootstrap replicas): one robust fit.
     """
+    from scipy.optimize import least_squares   # on first use: see `coach.estimate`
+
     sw = np.sqrt(weights)
     tail = weights >= 0.5
 

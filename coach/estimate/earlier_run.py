@@ -32,7 +32,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.signal import savgol_filter
 
 from coach.errors import EstimateError
 from coach.estimate.stop_rule import first_passage
@@ -93,6 +92,8 @@ class EarlierRun:
 def smooth_run(label: str, k: np.ndarray, y: np.ndarray, tail: tuple[float, float, float]) -> EarlierRun:
     """Prepare an earlier run once: its progress `k` (sorted, at least MIN_EPOCHS), validation
     losses `y` and its own fitted curve `tail` (`prepare_earlier_run` fits it)."""
+    from scipy.signal import savgol_filter   # on first use: see `coach.estimate`
+
     if k.size < MIN_EPOCHS:
         raise EstimateError(f"an earlier run needs {MIN_EPOCHS} epochs or more, got {k.size}")
     s = savgol_filter(y, SMOOTH_WINDOW, SMOOTH_ORDER, mode="interp")

@@ -32,7 +32,6 @@ from typing import TypeVar
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import least_squares, nnls
 
 from coach.errors import EstimateError
 
@@ -193,6 +192,8 @@ def _nearest(points: Sequence[Point], w: int, s: int, m: float) -> float:
 
 def _fit_optimus(points: Sequence[Point]) -> np.ndarray:
     """NNLS on step time; rows divided by the measured step time so errors are relative."""
+    from scipy.optimize import nnls   # on first use: see `coach.estimate`
+
     a = np.array([[m / w, 1.0, w / s, w, s] for w, s, m, _ in points])
     t_step = np.array([m / v for _, _, m, v in points])
     coef, _ = nnls(a / t_step[:, None], np.ones_like(t_step))
@@ -200,6 +201,8 @@ def _fit_optimus(points: Sequence[Point]) -> np.ndarray:
 
 
 def _fit_quadratic(points: Sequence[Point]) -> np.ndarray:
+    from scipy.optimize import least_squares   # on first use: see `coach.estimate`
+
     w = np.array([p[0] for p in points], dtype=float)
     s = np.array([p[1] for p in points], dtype=float)
     v = np.array([p[3] for p in points], dtype=float)

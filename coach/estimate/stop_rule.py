@@ -15,7 +15,6 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from scipy.special import ndtr
 
 
 def first_passage(level_at: Callable[[int], np.ndarray], n: int, sigma: float, target: float,
@@ -28,6 +27,8 @@ def first_passage(level_at: Callable[[int], np.ndarray], n: int, sigma: float, t
     p ≈ 0 and the run length stays 0, so the chain starts there (a curve logged per step would
     otherwise take millions of steps).
     """
+    from scipy.special import ndtr   # on first use: see `coach.estimate`
+
     if streak >= consecutive:   # met already
         return np.full(n, float(start))
     result = np.full(n, math.inf)

@@ -11,24 +11,15 @@ from typing import Callable
 
 from coach.backends.base import Backend
 from coach.errors import CoachError, StateError
+from coach.job import work_dir
 from coach.job.coordinator import Coordinator
 from coach.job.loop import JobLoop, JobRun
 from coach.spec import JobSpec
-from coach.state.store import Store, coach_home
+from coach.state.store import Store
 
 
 def new_job_id(name: str) -> str:
     return f"{name}-{uuid.uuid4().hex[:6]}"
-
-
-def jobs_dir() -> Path:
-    """Every job's work folder."""
-    return coach_home() / "jobs"
-
-
-def work_dir(job_id: str) -> Path:
-    """The job's checkpoints and attempt folders."""
-    return jobs_dir() / job_id
 
 
 def register(spec: JobSpec, store: Store, backend: str = "local") -> str:

@@ -127,8 +127,18 @@ class LocalBackend:
             self._zygotes[key] = _Zygote(proc, path)
             return path
 
+    def prewarm(self) -> None:
+        """Start the zygotes now, so that their import of MXNet (a second) overlaps what the
+        caller does before its first deploy: `coach submit` loading the job loop and recording
+        the jobs, 0.35 s of its 0.6 s before that deploy."""
+        for role in ROLES:
+            self._zygote(self._replica_env(role))
+
+    def _replica_env(self, role: str) -> dict[str, str]:
+        return dict(os.environ, **self._function_env(role), DMLC_NODE_HOST="127.0.0.1", PYTHONUNBUFFERED="1")
+
     def _start(self, job_id: str, role: str) -> subprocess.Popen:
-        env = dict(os.environ, **self._function_env(role), DMLC_NODE_HOST="127.0.0.1", PYTHONUNBUFFERED="1")
+        env = self._replica_env(role)
         if zygote := self._zygote(env):
             env[SOCKET_ENV] = zygote
         env[PARENT_ENV] = str(os.getpid())
