@@ -164,11 +164,14 @@ def submit(job_files: List[Path] = typer.Argument(..., metavar="JOB_FILE", help=
         raise errors[-1]
     store = Store()
     runner = _backend(backend, cpu, store)   # before anything is recorded
-    runner.prewarm()   # MXNet's import in the functions, beside the job loop's below
+    runner.prewarm()   # MXNet's import in the functions, beside the job loop's and scipy's below
     try:
         for s in specs:
             _check_fits(s, runner.capacity, cpu_given=cpu is not None)
+        from coach.estimate import preload
         from coach.job.submit import register
+
+        preload()
 
         jobs = {register(s, store, runner.name): s for s in specs}
     except BaseException:
@@ -191,6 +194,7 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
     It runs where it ran unless --backend says otherwise."""
     import dataclasses
 
+    from coach.estimate import preload
     from coach.job import work_dir
     from coach.job.loop import unpaid
     from coach.spec import MAX_NUMBER, spec_from_dict
@@ -248,6 +252,7 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
     runner = _backend(backend or job.backend, cpu, store)   # a cluster job went on locally, unsaid
     runner.prewarm()
     try:
+        preload()
         # named by the path recorded at submit (absolute), not as given then, relative to another folder
         _check_fits(dataclasses.replace(spec, source=job.spec_path), runner.capacity, cpu_given=cpu is not None)
         other = store.claim_job(job.job_id)

@@ -3,8 +3,8 @@
 
 Dependencies point one way: the job loop and the planner import these models; the models
 import nothing of Coach but its errors and the epoch records they read. They import scipy
-where they use it: `coach submit` reads a job file with `cost`, and scipy loaded with it
-(0.3 s) held back the start of the functions, which import MXNet meanwhile (`LocalBackend.prewarm`).
+where they use it, and `preload` imports it when the caller chooses: `coach submit` reads a job
+file with `cost`, and scipy loaded with it (0.3 s) held back the start of the functions.
 """
 
 from coach.estimate.convergence import (
@@ -33,6 +33,17 @@ from coach.estimate.eta import Eta, eta
 from coach.estimate.progress import progress_of
 from coach.estimate.speed import SpeedModel, SpeedSample, fit_speed
 
+
+
+def preload() -> None:
+    """Import what the fits use (scipy, 0.3 s) now: `coach submit` calls it while its functions
+    import MXNet (`Backend.prewarm`), where it costs nothing; left to the first fit, it held up
+    the plan after a job's first (mini-)epoch."""
+    import scipy.optimize  # noqa: F401
+    import scipy.signal  # noqa: F401
+    import scipy.special  # noqa: F401
+
+
 __all__ = [
     "DEFAULT_CPU_CORE_SECOND_PRICE",
     "DEFAULT_GIB_SECOND_PRICE",
@@ -56,6 +67,7 @@ __all__ = [
     "fit_speed",
     "function_cost",
     "measured_cost",
+    "preload",
     "progress_of",
     "rising",
 ]
