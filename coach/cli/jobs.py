@@ -164,14 +164,11 @@ def submit(job_files: List[Path] = typer.Argument(..., metavar="JOB_FILE", help=
         raise errors[-1]
     store = Store()
     runner = _backend(backend, cpu, store)   # before anything is recorded
-    runner.prewarm()   # MXNet's import in the functions, beside the job loop's and scipy's below
     try:
+        runner.prewarm()   # the functions import MXNet beside the job loop's imports (and scipy's: `run_jobs`)
         for s in specs:
             _check_fits(s, runner.capacity, cpu_given=cpu is not None)
-        from coach.estimate import preload
         from coach.job.submit import register
-
-        preload()
 
         jobs = {register(s, store, runner.name): s for s in specs}
     except BaseException:
@@ -194,7 +191,6 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
     It runs where it ran unless --backend says otherwise."""
     import dataclasses
 
-    from coach.estimate import preload
     from coach.job import work_dir
     from coach.job.loop import unpaid
     from coach.spec import MAX_NUMBER, spec_from_dict
@@ -250,27 +246,26 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
                          "give a larger --max-epochs")
     spec = dataclasses.replace(spec, budget=budget if budget is not None else spec.budget, max_epochs=limit)
     runner = _backend(backend or job.backend, cpu, store)   # a cluster job went on locally, unsaid
-    runner.prewarm()
     try:
-        preload()
+        runner.prewarm()
         # named by the path recorded at submit (absolute), not as given then, relative to another folder
         _check_fits(dataclasses.replace(spec, source=job.spec_path), runner.capacity, cpu_given=cpu is not None)
         other = store.claim_job(job.job_id)
         if other is not None:   # another `coach resume` of it started meanwhile, or its run is still ending
             raise CoachError(f"{job.job_id} is run by coach process {other} (resumed meanwhile, or still ending)")
+        if job.status == "interrupted":   # its killed run ended at its last update: said so before it is overwritten
+            store.add_event(job.job_id, "interrupted", "its coach process ended without a word", ts=job.updated_at)
+        eta = resumed_eta(job.eta, new_budget=budget is not None)
+        # a training epoch's loss is stored with its ETA, after the epoch's record: a run killed
+        # between the two showed the epoch before's loss until the resumed job's next epoch ended
+        last = dict(val_loss=history[-1].val_loss, val_epoch=f"{history[-1].phase} {history[-1].epoch}") if history else {}
+        store.update_job(job.job_id, status="queued", stop_requested=0, message="resumed", budget=spec.budget,
+                         spec=dataclasses.asdict(spec), backend=runner.name, eta=eta, **last)
+        moved = f" on the {runner.name} backend (it ran on {job.backend})" if runner.name != job.backend else ""
+        store.add_event(job.job_id, "resumed", f"from epoch {job.epoch}{moved}")
     except BaseException:
         runner.close()
         raise
-    if job.status == "interrupted":   # its killed run ended at its last update: said so before it is overwritten
-        store.add_event(job.job_id, "interrupted", "its coach process ended without a word", ts=job.updated_at)
-    eta = resumed_eta(job.eta, new_budget=budget is not None)
-    # a training epoch's loss is stored with its ETA, after the epoch's record: a run killed
-    # between the two showed the epoch before's loss until the resumed job's next epoch ended
-    last = dict(val_loss=history[-1].val_loss, val_epoch=f"{history[-1].phase} {history[-1].epoch}") if history else {}
-    store.update_job(job.job_id, status="queued", stop_requested=0, message="resumed", budget=spec.budget,
-                     spec=dataclasses.asdict(spec), backend=runner.name, eta=eta, **last)
-    moved = f" on the {runner.name} backend (it ran on {job.backend})" if runner.name != job.backend else ""
-    store.add_event(job.job_id, "resumed", f"from epoch {job.epoch}{moved}")
     _run({job.job_id: spec}, runner, json_out, store)
 
 

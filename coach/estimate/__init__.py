@@ -36,9 +36,10 @@ from coach.estimate.speed import SpeedModel, SpeedSample, fit_speed
 
 
 def preload() -> None:
-    """Import what the fits use (scipy, 0.3 s) now: `coach submit` calls it while its functions
-    import MXNet (`Backend.prewarm`), where it costs nothing; left to the first fit, it held up
-    the plan after a job's first (mini-)epoch."""
+    """Import what the fits use (scipy, 0.3 s) now: `run_jobs` calls it while the functions
+    import MXNet (`Backend.prewarm`), where it costs nothing, and before the jobs' threads, which
+    would import it side by side; left to the first fit, it held up the plan after a job's first
+    (mini-)epoch."""
     import scipy.optimize  # noqa: F401
     import scipy.signal  # noqa: F401
     import scipy.special  # noqa: F401

@@ -11,6 +11,7 @@ from typing import Callable
 
 from coach.backends.base import Backend
 from coach.errors import CoachError, StateError
+from coach.estimate import preload
 from coach.job import work_dir
 from coach.job.coordinator import Coordinator
 from coach.job.loop import JobLoop, JobRun
@@ -41,6 +42,7 @@ def run_jobs(jobs: dict[str, JobSpec], backend: Backend, store: Store,
 
     The caller has claimed the jobs (`Store.claim_job`): no other process runs them.
     """
+    preload()   # before the jobs' threads, which would import scipy side by side, and during `Backend.prewarm`
     # a cluster's room is read again as jobs ask, and its pods keep their leases between epochs
     coordinator = Coordinator(lambda: backend.capacity, store, kept=not backend.keep_warm)
     stop = stop or threading.Event()

@@ -127,30 +127,37 @@ def _kill_group(pid: int) -> None:
 def crash_site(report: str, model_file: str | None = None) -> str:
     """Where a role process died, from its faulthandler report: "Segmentation fault in f (FILE
     line N)", and the innermost frame in the job's model file when that is another; "" if the
-    report names no frame. Without it a crash read "killed by SIGABRT" and nothing else."""
-    lines = report.splitlines()
+    report names no frame. Without it a crash read "killed by SIGABRT" and nothing else.
+
+    Of the report's first fatal error (MXNet's handler aborts after it: a second report): the
+    thread that crashed, or, when that is none of Python's (an MXNet engine thread), the thread
+    in the model file, else the one faulthandler lists last (the main thread)."""
+    first, _, _ = report.partition("\nFatal Python error: ")
+    lines = first.splitlines()
     fatal = next((ln.removeprefix("Fatal Python error: ").strip() for ln in lines
                   if ln.startswith("Fatal Python error: ")), "a fatal error")
-    start = next((i for i, ln in enumerate(lines) if ln.startswith("Current thread ")), None)
-    if start is None:
-        return ""
-    frames = []   # (file, line, function), innermost first
-    for ln in lines[start + 1:]:
-        match = _FRAME.match(ln)
-        if not match:
-            break
-        frames.append(match.groups())
+    threads: list[tuple[bool, list[tuple[str, str, str]]]] = []   # (current?, frames innermost first)
+    for ln in lines:
+        if ln.startswith(("Current thread ", "Thread ")):
+            threads.append((ln.startswith("Current"), []))
+        elif threads and (match := _FRAME.match(ln)):
+            threads[-1][1].append(match.groups())
+    target = os.path.realpath(model_file) if model_file else None
+    in_model = lambda frame: target is not None and os.path.realpath(frame[0]) == target   # noqa: E731
+    current = [frames for is_current, frames in threads if is_current and frames]
+    frames = (current or [frames for _, frames in threads if any(map(in_model, frames))]
+              or [frames for _, frames in threads if frames][-1:] or [[]])[0]
     if not frames:
         return ""
-    site = f"{fatal} in {frames[0][2]} ({frames[0][0]} line {frames[0][1]})"
-    target = os.path.realpath(model_file) if model_file else None
-    user = next((f for f in frames if target and os.path.realpath(f[0]) == target), None)
+    where = f"{fatal} in" if current else f"{fatal} in a thread outside Python; Python was in"
+    site = f"{where} {frames[0][2]} ({frames[0][0]} line {frames[0][1]})"
+    user = next(filter(in_model, frames), None)
     if user is not None and user != frames[0]:
         site += f", called from {user[2]} ({user[0]} line {user[1]})"
     return site
 
 
-_FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (\S+)')
+_FRAME = re.compile(r'^\s+File "(.*)", line (\d+|\?\?\?) in (\S+)')
 
 
 def _describe_exit(code: int) -> str:

@@ -28,7 +28,7 @@ import tempfile
 import threading
 import time
 import traceback
-from typing import Any
+from typing import IO, Any
 
 from coach.errors import SpecError
 from coach.models.limit import on_native_hang
@@ -204,17 +204,26 @@ def _answer_and_exit(write_fd: int, result: dict[str, Any], code: int) -> None:
 CRASH_REPORT_BYTES = 16384   # a fatal error's report beyond this is cut (Python 3.11 adds every extension module)
 
 
+def _crash_file() -> IO[bytes] | None:
+    """Where a role process's faulthandler writes, for its fork-server to read back; None if no
+    temporary file can be made (a full disk): the report then goes to the log alone."""
+    try:
+        return tempfile.TemporaryFile()
+    except OSError:
+        return None
+
+
 def _fork_role(task: Any, emit: Any) -> None:
+    crash = _crash_file()   # a fatal signal's Python frames (a segfault in MXNet or in a model's native code)
     read_fd, write_fd = os.pipe()
     server = os.getpid()
-    crash = tempfile.TemporaryFile()   # a fatal signal's Python frames (a segfault in MXNet or in a model's native code)
     pid = os.fork()
     if pid == 0:  # the role process
         try:
             os.close(read_fd)
             os.setsid()
             # MXNet's own handler only says "Segmentation fault: 11" (it runs after this one)
-            faulthandler.enable(file=crash, all_threads=True)
+            faulthandler.enable(file=crash or sys.stderr, all_threads=True)
             exit_with_parent(parent=server)   # threads do not survive fork: watch anew
             on_native_hang(lambda message: _answer_and_exit(
                 write_fd, {"role": task.role, "error": f"UserCodeError: {message}", "permanent": True}, 3))
@@ -234,9 +243,11 @@ def _fork_role(task: Any, emit: Any) -> None:
         result = json.loads(data) if data.endswith(b"\n") else None
     except ValueError:   # cut short or garbled: as if it had not answered
         result = None
-    with crash:
-        crash.seek(0)
-        report = crash.read(CRASH_REPORT_BYTES).decode(errors="replace")
+    report = ""
+    if crash is not None:
+        with crash:
+            crash.seek(0)
+            report = crash.read(CRASH_REPORT_BYTES).decode(errors="replace")
     if report:
         sys.stderr.write(report)   # into the replica's log
     emit({"event": "finished", "code": os.waitstatus_to_exitcode(status), "result": result,
@@ -273,6 +284,7 @@ def warm_up() -> None:
     for var in ("DMLC_ROLE", "DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT"):
         os.environ.pop(var, None)
     import_mxnet()
+    tempfile.gettempdir()   # found once (it writes a probe file), not on a role's first fork
     from coach.data import load_dataset  # noqa: F401
     from coach.roles.protocol import parse_task  # noqa: F401
     from coach.training import worker  # noqa: F401

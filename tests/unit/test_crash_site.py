@@ -32,7 +32,20 @@ Fatal Python error: Aborted
     pytest.param(SEGFAULT.replace('  File "/usr/lib/python3.11/ctypes/__init__.py", line 519 in string_at\n', ""),
                  "/jobs/net.py", "Segmentation fault in hybrid_forward (/jobs/net.py line 13)",
                  id="innermost-in-the-model-named-once"),
-    pytest.param(SEGFAULT.replace("Current thread", "Thread"), "/jobs/net.py", "", id="no-current-thread"),
+    # a crash on a thread that is none of Python's (an MXNet engine thread): every thread reads "Thread"
+    pytest.param(SEGFAULT.replace("Current thread", "Thread"), "/jobs/net.py",
+                 "Segmentation fault in a thread outside Python; Python was in string_at (/usr/lib/python3.11/ctypes/"
+                 "__init__.py line 519), called from hybrid_forward (/jobs/net.py line 13)", id="outside-python-model"),
+    pytest.param(SEGFAULT.replace("Current thread", "Thread"), None, "Segmentation fault in a thread outside Python; "
+                 "Python was in string_at (/usr/lib/python3.11/ctypes/__init__.py line 519)",
+                 id="outside-python-the-last-thread-listed"),
+    pytest.param(SEGFAULT.replace('", line 519 in string_at', '", line ??? in string_at'), None,
+                 "Segmentation fault in string_at (/usr/lib/python3.11/ctypes/__init__.py line ???)", id="line-unknown"),
+    # MXNet's handler aborts after faulthandler's report: the second report's thread is not the crash
+    pytest.param("Fatal Python error: Bus error\n\nCurrent thread 0x1 (most recent call first):\n"
+                 '  File "/a.py", line 1 in f\n\nFatal Python error: Aborted\n\nCurrent thread 0x1 (most recent '
+                 'call first):\n  File "/b.py", line 2 in g\n', None, "Bus error in f (/a.py line 1)",
+                 id="the-first-report"),
     pytest.param("Fatal Python error: Aborted\n\nCurrent thread 0x1 (most recent call first):\n  <no Python frame>\n",
                  None, "", id="no-python-frame"),
     pytest.param("", None, "", id="no-report"),   # killed by SIGKILL: nothing was written
