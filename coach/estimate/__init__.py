@@ -34,7 +34,6 @@ from coach.estimate.progress import progress_of
 from coach.estimate.speed import SpeedModel, SpeedSample, fit_speed
 
 
-
 def preload() -> None:
     """Import what the fits use (scipy, 0.3 s) now: `run_jobs` calls it while the functions
     import MXNet (`Backend.prewarm`), where it costs nothing, and before the jobs' threads, which

@@ -143,11 +143,14 @@ def crash_site(report: str, model_file: str | None = None) -> str:
         elif threads and (match := _FRAME.match(ln)):
             threads[-1][1].append(match.groups())
     target = os.path.realpath(model_file) if model_file else None
-    in_model = lambda frame: target is not None and os.path.realpath(frame[0]) == target   # noqa: E731
-    current = [frames for is_current, frames in threads if is_current and frames]
-    frames = (current or [frames for _, frames in threads if any(map(in_model, frames))]
-              or [frames for _, frames in threads if frames][-1:] or [[]])[0]
-    if not frames:
+
+    def in_model(frame: tuple[str, str, str]) -> bool:
+        return target is not None and os.path.realpath(frame[0]) == target
+
+    current = next((frames for is_current, frames in threads if is_current and frames), None)
+    listed = [frames for _, frames in threads if frames]
+    frames = current or next((f for f in listed if any(map(in_model, f))), None) or (listed[-1] if listed else None)
+    if frames is None:
         return ""
     where = f"{fatal} in" if current else f"{fatal} in a thread outside Python; Python was in"
     site = f"{where} {frames[0][2]} ({frames[0][0]} line {frames[0][1]})"

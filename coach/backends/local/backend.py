@@ -129,8 +129,8 @@ class LocalBackend:
 
     def prewarm(self) -> None:
         """Start the zygotes now, so that their import of MXNet (a second) overlaps what the
-        caller does before its first deploy: `coach submit` loading the job loop and recording
-        the jobs, 0.35 s of its 0.6 s before that deploy."""
+        caller does before its first deploy: `coach submit` loading the job loop and scipy and
+        recording the jobs, 0.6 s, all before the first deploy until session 38."""
         for role in ROLES:
             self._zygote(self._replica_env(role))
 
