@@ -150,6 +150,33 @@ def test_the_live_line_wraps_on_a_narrow_terminal(tmp_path, monkeypatch) -> None
     assert "spent 0 / 0.001" in text and "ETA 2 epochs (2–4)" in text, text
 
 
+@pytest.mark.parametrize("terminal", [True, False])
+def test_the_progress_ends_once_the_jobs_do_not_at_its_next_refresh(tmp_path, monkeypatch, terminal: bool) -> None:
+    """It slept whole refreshes: `coach submit` returned up to 0.5 s after its last job had ended.
+    With a refresh of an hour, a watcher that sleeps it through would hold this test an hour."""
+    import io
+    import threading
+
+    from rich.console import Console
+
+    from coach.cli import progress
+    from coach.state.store import Store
+
+    monkeypatch.setenv("COACH_HOME", str(tmp_path))
+    monkeypatch.setattr(progress, "REFRESH_S", 3600.0)
+    store = Store()
+    store.create_job("j-000000", "j", "j.yaml", {}, 0.25, 0.001)
+    store.claim_job("j-000000")
+    ended = threading.Timer(0.3, lambda: None)
+    ended.start()
+    screen = Console(file=io.StringIO(), width=80, force_terminal=terminal, color_system=None)
+    watcher = threading.Thread(target=progress.watch, args=(store, ["j-000000"], lambda: not ended.is_alive(), screen),
+                               daemon=True)
+    watcher.start()
+    watcher.join(60)
+    assert not watcher.is_alive(), "the watcher waited for its next refresh"
+
+
 @pytest.mark.parametrize(("new_budget", "said"), [
     (False, "3 epochs (2–5), ~30s [20s–50s]; the budget pays for ~0 more epochs"),
     (True, "3 epochs (2–5), ~30s [20s–50s]"),   # it said "~0 more epochs" with the new budget
