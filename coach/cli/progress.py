@@ -34,7 +34,7 @@ def watch(store: Store, job_ids: list[str], finished: Callable[[], bool], consol
         except OSError:
             pass
     while not finished():
-        _nap(finished)
+        time.sleep(TICK_S)
 
 
 def _nap(finished: Callable[[], bool]) -> None:

@@ -167,10 +167,10 @@ def test_the_progress_ends_once_the_jobs_do_not_at_its_next_refresh(tmp_path, mo
     store = Store()
     store.create_job("j-000000", "j", "j.yaml", {}, 0.25, 0.001)
     store.claim_job("j-000000")
-    ended = threading.Timer(0.3, lambda: None)
-    ended.start()
+    ended = threading.Event()
+    threading.Timer(0.3, ended.set).start()
     screen = Console(file=io.StringIO(), width=80, force_terminal=terminal, color_system=None)
-    watcher = threading.Thread(target=progress.watch, args=(store, ["j-000000"], lambda: not ended.is_alive(), screen),
+    watcher = threading.Thread(target=progress.watch, args=(store, ["j-000000"], ended.is_set, screen),
                                daemon=True)
     watcher.start()
     watcher.join(60)
