@@ -68,6 +68,7 @@ class SpeedModel:
     batch_per_worker: float | None = None   # ...or M = batch_per_worker·w, when every sample had one M/w
     candidates: dict[str, float] = field(default_factory=dict)   # held-out MAPE of every form tried
     points: tuple[tuple[int, int, float, float], ...] = ()       # (w, s, M, samples/s) medians
+    counts: tuple[float, ...] = ()   # per point, how many measurements its median stands for (`readings`)
 
     def predict(self, workers: int, servers: int, global_batch: float | None = None) -> float:
         """Predicted samples/s with `workers` workers and `servers` servers."""
@@ -91,6 +92,15 @@ class SpeedModel:
         m = self._batch(workers, servers, None)
         return next((v for w, s, pm, v in self.points if (w, s) == (workers, servers) and math.isclose(pm, m)), None)
 
+    def readings(self, workers: int, servers: int) -> float:
+        """How many measurements `measured(w, s)` stands for, counted by what each measured: a
+        mini-epoch of a quarter of an epoch beside one whole epoch is 1.5 (Kish's effective
+        number of its weights), so a median of many epochs is trusted more than one mini-epoch's
+        rate. 1 for a configuration not measured, or measured by a Coach that did not count."""
+        m = self._batch(workers, servers, None)
+        return next((n for (w, s, pm, _), n in zip(self.points, self.counts)
+                     if (w, s) == (workers, servers) and math.isclose(pm, m)), 1.0)
+
     def _batch(self, workers: int, servers: int, global_batch: float | None) -> float:
         if workers < 1 or servers < 1:
             raise EstimateError(f"need at least 1 worker and 1 server, got w={workers}, s={servers}")
@@ -111,13 +121,14 @@ def fit_speed(samples: Sequence[SpeedSample]) -> SpeedModel:
     no usable sample (empty, or a non-positive/non-finite throughput or configuration).
     """
     points = _aggregate(samples)
+    counts = tuple(_effective_counts(samples)[(w, s, m)] for w, s, m, _ in points)
     m_latest = float(samples[-1].global_batch)
     per_worker = {p[2] / p[0] for p in points}
     b = per_worker.pop() if len(per_worker) == 1 else None
     n = len(points)
     if n < MIN_CONFIGS_PARAMETRIC:
         return SpeedModel(form="nearest", coef=(), global_batch=m_latest, batch_per_worker=b, mape=None,
-                          n_configs=n, points=tuple(points))
+                          n_configs=n, points=tuple(points), counts=counts)
     fitters = {"optimus": _fit_optimus}
     if n >= MIN_CONFIGS_QUADRATIC:
         fitters["quadratic"] = _fit_quadratic
@@ -129,7 +140,7 @@ def fit_speed(samples: Sequence[SpeedSample]) -> SpeedModel:
     if best != "nearest":
         coef = tuple(float(c) for c in fitters[best](points))  # type: ignore[misc]
     return SpeedModel(form=best, coef=coef, global_batch=m_latest, batch_per_worker=b, mape=scores[best],
-                      n_configs=n, candidates=scores, points=tuple(points))
+                      n_configs=n, candidates=scores, points=tuple(points), counts=counts)
 
 
 Point = tuple[int, int, float, float]
@@ -149,6 +160,17 @@ def _aggregate(samples: Sequence[SpeedSample]) -> list[Point]:
     rates = medians_by(((int(smp.workers), int(smp.servers), float(smp.global_batch)), float(smp.samples_per_s),
                         float(smp.weight)) for smp in samples)
     return [(w, s, m, rate) for (w, s, m), rate in sorted(rates.items())]
+
+
+def _effective_counts(samples: Sequence[SpeedSample]) -> dict[tuple[int, int, float], float]:
+    """Per (w, s, M), (Σ weight)² / Σ weight²: the number of equal measurements its weighted
+    median is worth."""
+    sums: dict[tuple[int, int, float], list[float]] = {}
+    for smp in samples:
+        acc = sums.setdefault((int(smp.workers), int(smp.servers), float(smp.global_batch)), [0.0, 0.0])
+        acc[0] += smp.weight
+        acc[1] += smp.weight ** 2
+    return {key: total ** 2 / squares for key, (total, squares) in sums.items()}
 
 
 def medians_by(measured: Iterable[tuple[K, float, float]]) -> dict[K, float]:

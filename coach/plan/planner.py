@@ -18,7 +18,7 @@ Optimus' greedy (EuroSys'18, §4.1) over the capacity the jobs share:
    and grant the best one, as long as it saves at least `gain_floor(speed)` of T: 2%,
    or the speed model's held-out MAPE if larger (a gain inside the model's error is no
    gain). A step between two configurations the job measured is judged on what they
-   measured instead, against `MEASURED_GAIN` (their noise) alone: the model only guesses
+   measured instead, against their noise alone (`measured_floor`): the model only guesses
    there, and with its 10% error after tuning a job stayed on (1, 1) while (2, 1) measured
    9.5% and (2, 2) 22% faster. A step back up to the (w, s) the job is training on
    (`current`) only has to save something, and between measured ones not lose more than
@@ -26,7 +26,7 @@ Optimus' greedy (EuroSys'18, §4.1) over the capacity the jobs share:
    (without this a job fell from (2, 1) to its minimum whenever noisy epochs raised the
    model's error, and trained slower). Stop when no step qualifies.
 3. Then, job by job, leap to a configuration the job measured beyond where the steps
-   stopped if it measured faster by MEASURED_GAIN for every function it adds, and fits
+   stopped if it measured faster by their noise for every function it adds, and fits
    the room left, the limits and the budget (`_leap`): one step at a time cannot pass a
    configuration measured slower than the one before it.
 
@@ -50,8 +50,22 @@ MIN_RELATIVE_GAIN = 0.02
 """A step must cut the predicted remaining time by ≥ 2%: smaller gains are within noise."""
 
 MEASURED_GAIN = 0.05
-"""A measured configuration must be this much faster than another measured one to count as
-faster: two mini-epochs of one configuration in one job read up to about 5% apart."""
+"""A configuration measured once must be this much faster than another measured once to count
+as faster: two mini-epochs of one configuration in one job read up to about 5% apart. Medians
+of more measurements need less (`measured_floor`)."""
+
+
+def measured_floor(speed: SpeedModel, a: tuple[int, int], b: tuple[int, int]) -> float:
+    """How much faster measured configuration `b` must read than `a` to count as faster: their
+    noise. MEASURED_GAIN for one measurement of each, shrinking as 1/√n with the measurements
+    behind each median (`SpeedModel.readings`), down to MIN_RELATIVE_GAIN.
+
+    A fixed 5% kept a job on whichever of (2, 1) and (2, 2) it trained on first: a resubmitted
+    10-epoch `lenet-mnist` job trained (2, 1)×10 and took 4.7% longer than static (2, 2)×10, with
+    ten epochs of each in the store. Against their medians' noise the resubmissions trained one
+    epoch on (2, 1), then (2, 2) (`bench/dynamic_vs_static.py --epochs 10`)."""
+    spread = (1 / speed.readings(*a) + 1 / speed.readings(*b)) / 2
+    return max(MIN_RELATIVE_GAIN, MEASURED_GAIN * math.sqrt(spread))
 
 
 
@@ -83,7 +97,7 @@ def demand_from_json(text: str) -> JobDemand:
     o = json.loads(text)
     speed = o["speed"]
     if speed is not None:
-        speed = SpeedModel(**{**speed, "coef": tuple(speed["coef"]),
+        speed = SpeedModel(**{**speed, "coef": tuple(speed["coef"]), "counts": tuple(speed.get("counts", ())),
                               "points": tuple(tuple(p) for p in speed["points"])})
     return JobDemand(**{**o, "speed": speed, "static": None if o["static"] is None else tuple(o["static"]),
                         "current": None if o.get("current") is None else tuple(o["current"]),
@@ -309,9 +323,9 @@ def _step(d: JobDemand, ws: tuple[int, int], role: str, room: _Room) -> _Step:
     if d.current is not None and nw <= d.current[0] and ns <= d.current[1]:   # back to what it runs on
         # a gain within the error is no reason to leave it; measured, nor a loss within their noise
         # (a (1, 1) mini-epoch read 800 samples/s, as fast as (2, 1)'s epochs; its own epochs, 620-780)
-        floor = -MEASURED_GAIN if measured else 0.0
+        floor = -measured_floor(d.speed, ws, (nw, ns)) if measured else 0.0
     else:
-        floor = MEASURED_GAIN if measured else gain_floor(d.speed)
+        floor = measured_floor(d.speed, ws, (nw, ns)) if measured else gain_floor(d.speed)
     if (now - then <= 0 and floor >= 0) or now - then < floor * now:
         if math.isclose(now, then, rel_tol=1e-9):   # a speed model that sees no effect of this role ("slow it down by 0 s")
             return _Step(False, per_core, f"a {nth} {role} would not change its speed")
@@ -324,7 +338,7 @@ def _step(d: JobDemand, ws: tuple[int, int], role: str, room: _Room) -> _Step:
 
 def _leap(d: JobDemand, ws: tuple[int, int], room: _Room) -> tuple[tuple[int, int], float] | None:
     """A measured configuration beyond `ws`, where granting one function at a time stopped,
-    that beats it by MEASURED_GAIN for every function it adds, and its gain; None if none fits
+    that beats it by their noise (`measured_floor`) for every function it adds, and its gain; None if none fits
     the room left, the job's limits and its epoch budget. Of several, the one with the largest
     gain per function added: (4, 2) measured 1% above (2, 2) is not worth two more workers.
 
@@ -340,7 +354,7 @@ def _leap(d: JobDemand, ws: tuple[int, int], room: _Room) -> tuple[tuple[int, in
         if (lw, ls) == ws or not (w <= lw <= d.max_workers and s <= ls <= d.max_servers):
             continue
         measured = d.speed.measured(lw, ls)   # None if measured at another global batch
-        if measured is None or measured < rate * (1 + MEASURED_GAIN) ** (lw - w + ls - s):
+        if measured is None or measured < rate * (1 + measured_floor(d.speed, ws, (lw, ls))) ** (lw - w + ls - s):
             continue
         if room.lacks(functions(d.resources, lw - w, ls - s, scheduler=False)) is not None:
             continue

@@ -84,6 +84,20 @@ def test_a_whole_epoch_outweighs_a_mini_epoch(measured: list[tuple[float, int]],
     assert model.predict(1, 1) == pytest.approx(expected)
 
 
+@pytest.mark.parametrize(("measured", "expected"), [
+    ([4000], 1.0),
+    ([4000, 4000, 4000], 3.0),
+    ([1024, 4000], 5024 ** 2 / (1024 ** 2 + 4000 ** 2)),   # a probe beside an epoch: about 1.5
+    ([768] * 4, 4.0),
+])
+def test_a_median_counts_the_measurements_behind_it(measured: list[int], expected: float) -> None:
+    model = fit_speed([SpeedSample(2, 1, 1000.0 + i, 64, weight=n) for i, n in enumerate(measured)]
+                      + [SpeedSample(1, 1, 800.0, 64, weight=768)])
+    assert model.readings(2, 1) == pytest.approx(expected)
+    assert model.readings(1, 1) == 1.0
+    assert model.readings(2, 2) == 1.0   # not measured
+
+
 def test_no_speedup_on_two_cores_is_learned():
     # measured on a 2-core machine: a 2nd worker competes with the server for the cores
     measured = [SpeedSample(1, 1, 1000, 64), SpeedSample(2, 1, 930, 128), SpeedSample(1, 2, 990, 64),

@@ -205,6 +205,28 @@ def test_a_measured_gain_within_the_noise_changes_nothing(two_one, current, expe
     assert (out.workers, out.servers) == expected, out.reason
 
 
+@pytest.mark.parametrize(
+    ("epochs", "current", "expected"),
+    [
+        # measured on lenet-mnist, 2 cores: (2, 2)'s epochs ran 3% faster than (2, 1)'s; once each is
+        # inside the noise of single measurements (5%) ...
+        pytest.param(1, (2, 1), (2, 1), id="one-each-is-noise"),
+        pytest.param(1, None, (2, 1), id="one-each-is-noise-for-a-new-job-too"),
+        # ... but a median of eight epochs each is not (5%·√(1/8) is under 2%: the floor, 2%)
+        pytest.param(8, (2, 1), (2, 2), id="medians-of-many-epochs-are-not"),
+        pytest.param(8, None, (2, 2), id="medians-of-many-epochs-are-not-for-a-new-job-either"),
+        # two each: 5%·√(1/2) = 3.5%, more than 3%
+        pytest.param(2, (2, 1), (2, 1), id="two-each-are-still-noise"),
+    ],
+)
+def test_a_measured_gain_counts_against_the_noise_of_its_medians(epochs, current, expected):
+    rates = {(1, 1): 1100.0, (2, 1): 1400.0, (2, 2): 1442.0}
+    speed = fit_speed([SpeedSample(w, s, rate * (1 + 0.002 * (i % 3 - 1)), 64, weight=4000)
+                       for (w, s), rate in rates.items() for i in range(epochs)])
+    out = plan([job("a", speed, current=current)], capacity_cpu=16, capacity_memory_gib=64)["a"]
+    assert (out.workers, out.servers) == expected, out.reason
+
+
 def tuned(rates: dict[tuple[int, int], float]):
     """A job's speed after tuning: one mini-epoch per configuration, global batch 64."""
     return fit_speed([SpeedSample(w, s, v, 64, weight=768) for (w, s), v in rates.items()])
