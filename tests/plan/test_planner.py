@@ -227,6 +227,44 @@ def test_a_measured_gain_counts_against_the_noise_of_its_medians(epochs, current
     assert (out.workers, out.servers) == expected, out.reason
 
 
+def trained(readings: dict[tuple[int, int], list[float]]):
+    """A job's speed from whole epochs (4,000 samples each) at the rates given per configuration."""
+    return fit_speed([SpeedSample(w, s, rate, 64, weight=4000) for (w, s), rates in readings.items() for rate in rates])
+
+
+ON_2_1 = [1400.0, 1395.0, 1405.0, 1398.0, 1402.0, 1400.0]   # six epochs on (2, 1)
+
+
+@pytest.mark.parametrize(
+    ("readings", "kw", "expected", "why"),
+    [
+        # measured on lenet-mnist, 10 epochs: (2, 2) read once, in a burst of load, and the job trained
+        # on (2, 1) from then on; within their noise, the stale reading is taken again
+        pytest.param({(1, 1): [1100.0], (2, 1): ON_2_1, (2, 2): [1390.0]}, {}, (2, 2), "measured again", id="again"),
+        pytest.param({(1, 1): [1100.0], (2, 1): ON_2_1, (2, 2): [1390.0]}, {"remaining_epochs": 4.0}, (2, 1),
+                     "each step", id="not-with-few-epochs-left"),
+        pytest.param({(1, 1): [1100.0], (2, 1): ON_2_1, (2, 2): [1390.0, 1385.0, 1392.0]}, {}, (2, 1), "each step",
+                     id="not-once-it-has-a-third-of-the-measurements"),
+        pytest.param({(1, 1): [1100.0], (2, 1): ON_2_1, (2, 2): [1300.0]}, {}, (2, 1), "each step",
+                     id="not-when-told-apart"),   # -7%, beyond 5%·√((1/6 + 1)/2) = 3.8%
+        pytest.param({(1, 1): [1100.0], (2, 1): ON_2_1, (2, 2): [1390.0]}, {"capacity_cpu": 2.6}, (2, 1), "each step",
+                     id="not-beyond-the-capacity"),
+        pytest.param({(1, 1): [1100.0], (2, 1): ON_2_1, (2, 2): [1390.0]}, {"static": (2, 1)}, (2, 1), "static",
+                     id="not-a-static-job"),
+        pytest.param({(1, 1): [1100.0], (2, 1): ON_2_1, (2, 2): [1390.0]}, {"current": (1, 1)}, (2, 1), "each step",
+                     id="only-where-it-stays-on-what-it-trains-on"),
+        # the other way: fewer functions read within the noise, once
+        pytest.param({(1, 1): [1100.0], (2, 1): [1395.0], (2, 2): ON_2_1}, {"current": (2, 2)}, (2, 1),
+                     "measured again", id="again-with-fewer"),
+    ],
+)
+def test_a_configuration_read_within_the_noise_from_few_measurements_is_measured_again(readings, kw, expected, why):
+    capacity = kw.pop("capacity_cpu", 16)
+    d = job("a", trained(readings), **{"current": (2, 1), **kw})
+    out = plan([d], capacity_cpu=capacity, capacity_memory_gib=64)["a"]
+    assert (out.workers, out.servers) == expected and why in out.reason, out.reason
+
+
 def tuned(rates: dict[tuple[int, int], float]):
     """A job's speed after tuning: one mini-epoch per configuration, global batch 64."""
     return fit_speed([SpeedSample(w, s, v, 64, weight=768) for (w, s), v in rates.items()])
