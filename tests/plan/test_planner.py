@@ -256,6 +256,14 @@ ON_2_1 = [1400.0, 1395.0, 1405.0, 1398.0, 1402.0, 1400.0]   # six epochs on (2, 
         # the other way: fewer functions read within the noise, once
         pytest.param({(1, 1): [1100.0], (2, 1): [1395.0], (2, 2): ON_2_1}, {"current": (2, 2)}, (2, 1),
                      "measured again", id="again-with-fewer"),
+        # an ETA not known yet (or a target predicted out of reach): the job may run long
+        pytest.param({(1, 1): [1100.0], (2, 1): ON_2_1, (2, 2): [1390.0]}, {"remaining_epochs": None}, (2, 2),
+                     "measured again", id="again-without-an-eta"),
+        # two measurements are enough: two configurations that read alike do not take turns for good
+        pytest.param({(1, 1): [1100.0], (2, 1): ON_2_1 * 2, (2, 2): [1390.0, 1392.0]}, {}, (2, 1), "each step",
+                     id="not-past-two-measurements"),
+        pytest.param({(1, 1): [1100.0], (2, 1): ON_2_1, (2, 2): [1390.0]}, {"max_servers": 1}, (2, 1), "max_servers",
+                     id="not-beyond-the-job's-limits"),
     ],
 )
 def test_a_configuration_read_within_the_noise_from_few_measurements_is_measured_again(readings, kw, expected, why):
@@ -263,6 +271,40 @@ def test_a_configuration_read_within_the_noise_from_few_measurements_is_measured
     d = job("a", trained(readings), **{"current": (2, 1), **kw})
     out = plan([d], capacity_cpu=capacity, capacity_memory_gib=64)["a"]
     assert (out.workers, out.servers) == expected and why in out.reason, out.reason
+
+
+def test_measuring_again_leaves_the_room_to_other_jobs_leaps():
+    # "a" would measure (2, 2) again with the last half core; "b", measured 30% faster on (2, 2)
+    # than on (1, 1), leaps there first, though it comes later
+    a = job("a", trained({(1, 1): [1100.0], (2, 1): ON_2_1, (2, 2): [1390.0]}), current=(2, 1))
+    b = job("b", tuned(PAST_A_SLOW_ONE), current=(1, 1), max_workers=2, max_servers=2)
+    out = plan([a, b], capacity_cpu=2.6 + 1.6 + 1.5, capacity_memory_gib=64)   # room for one of the two
+    assert (out["b"].workers, out["b"].servers) == (2, 2), out["b"].reason
+    assert (out["a"].workers, out["a"].servers) == (2, 1), out["a"].reason
+
+
+@pytest.mark.parametrize(
+    ("on_2_2", "expected"),
+    [
+        pytest.param([1402.0, 1405.0], (2, 2), id="reads-as-fast-and-stays"),
+        pytest.param([1380.0, 1385.0], (2, 1), id="reads-slower-within-the-noise-and-goes-back"),   # -1.3%
+    ],
+)
+def test_a_configuration_with_fewer_measurements_keeps_the_job_only_if_it_reads_as_fast(on_2_2, expected):
+    # measured again after six epochs on (2, 1): its margin is not the noise, as that would keep a
+    # configuration 2% slower for epochs (a simulation: 19 of 40)
+    speed = trained({(1, 1): [1100.0], (2, 1): ON_2_1, (2, 2): on_2_2})
+    out = plan([job("a", speed, current=(2, 2))], capacity_cpu=16, capacity_memory_gib=64)["a"]
+    assert (out.workers, out.servers) == expected, out.reason
+
+
+def test_a_demand_from_a_coach_that_did_not_count_measurements_counts_each_once():
+    text = demand_to_json(job("a", trained({(1, 1): [1100.0], (2, 1): ON_2_1}), current=(2, 1)))
+    import json
+    old = json.loads(text)
+    del old["speed"]["counts"]
+    back = demand_from_json(json.dumps(old))
+    assert back.speed.readings(2, 1) == 1.0 and back.speed.measured(2, 1) == 1400.0
 
 
 def tuned(rates: dict[tuple[int, int], float]):
