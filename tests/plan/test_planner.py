@@ -291,8 +291,8 @@ def test_measuring_again_leaves_the_room_to_other_jobs_leaps():
     ],
 )
 def test_a_configuration_with_fewer_measurements_keeps_the_job_only_if_it_reads_as_fast(on_2_2, expected):
-    # measured again after six epochs on (2, 1): its margin is not the noise, as that would keep a
-    # configuration 2% slower for epochs (a simulation: 19 of 40)
+    # measured again after six epochs on (2, 1): its margin is not the noise, as that kept a
+    # configuration 2% slower for 37 of 40 epochs in a simulation
     speed = trained({(1, 1): [1100.0], (2, 1): ON_2_1, (2, 2): on_2_2})
     out = plan([job("a", speed, current=(2, 2))], capacity_cpu=16, capacity_memory_gib=64)["a"]
     assert (out.workers, out.servers) == expected, out.reason
