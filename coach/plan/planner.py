@@ -387,16 +387,16 @@ def _leap(d: JobDemand, ws: tuple[int, int], room: _Room) -> tuple[tuple[int, in
     if d.static is not None or d.speed is None:
         return None
     w, s = ws
-    rate = d.speed.measured(w, s)
-    if rate is None:   # against a prediction: its error, and at least one measurement's noise
-        rate, floor = d.speed.predict(w, s), max(MEASURED_GAIN, gain_floor(d.speed))
+    measured_here = (rate := d.speed.measured(w, s)) is not None
+    if rate is None:
+        rate = d.speed.predict(w, s)
     best: tuple[tuple[int, int], float, float] | None = None   # (configuration, gain per function, gain)
     for lw, ls in sorted({(p[0], p[1]) for p in d.speed.points}):
         if (lw, ls) == ws or not (w <= lw <= d.max_workers and s <= ls <= d.max_servers):
             continue
         measured = d.speed.measured(lw, ls)   # None if measured at another global batch
-        if d.speed.measured(w, s) is not None:
-            floor = measured_floor(d.speed, ws, (lw, ls))
+        # against a prediction: the model's error, and one measurement's noise at least
+        floor = measured_floor(d.speed, ws, (lw, ls)) if measured_here else max(MEASURED_GAIN, gain_floor(d.speed))
         if measured is None or measured < rate * (1 + floor) ** (lw - w + ls - s):
             continue
         if room.lacks(functions(d.resources, lw - w, ls - s, scheduler=False)) is not None:
@@ -412,11 +412,11 @@ def _leap(d: JobDemand, ws: tuple[int, int], room: _Room) -> tuple[tuple[int, in
 def _again(d: JobDemand, ws: tuple[int, int], room: _Room) -> tuple[tuple[int, int], str] | None:
     """A configuration one function from `ws`, the one the job trains on and stays on, that the
     job measured within their noise from at most 1/AGAIN_READINGS of `ws`'s measurements and
-    fewer than AGAIN_BELOW, and
-    why; None if none, or if it does not fit the room left, the limits or the epoch budget, or
-    fewer than AGAIN_EPOCHS epochs are predicted left (an unknown number, as with a target predicted
-    unreachable before max_epochs, may be many). Of several, the one measured fastest. Measured
-    again, it keeps the job only if its median reads as fast as the other's (`_less_measured`).
+    fewer than AGAIN_BELOW, and why; None if none, or if it does not fit the room left, the
+    limits or the epoch budget, or fewer than AGAIN_EPOCHS epochs are predicted left (an unknown
+    number, as with a target predicted unreachable before max_epochs, may be many). Of several,
+    the one measured fastest. Measured again, it keeps the job only if its median reads as fast
+    as the other's (`_less_measured`).
 
     A job measures only what it trains on: on `lenet-mnist`, 10 epochs (`bench/dynamic_vs_static.py
     --epochs 10`), one left (2, 2) for (2, 1) after two epochs and trained the other 8 there, 10.7%
