@@ -8,8 +8,9 @@ import signal
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Iterator, List, Optional
 
 import typer
 from rich.table import Table
@@ -146,6 +147,18 @@ def _run(specs: dict[str, Any], backend: Any, json_out: bool, store: Store) -> N
         raise typer.Exit(1)
 
 
+@contextmanager
+def _warming(runner: Any) -> Iterator[None]:
+    """Start the functions' import of MXNet now (`Backend.prewarm`), beside what the caller records
+    before its jobs run; if that fails, close the backend, so that no zygote is left running."""
+    try:
+        runner.prewarm()
+        yield
+    except BaseException:
+        runner.close()
+        raise
+
+
 def submit(job_files: List[Path] = typer.Argument(..., metavar="JOB_FILE", help="One or more job files (YAML)."),
            backend: str = BackendOpt, cpu: Optional[float] = CpuOpt, json_out: bool = JsonOpt) -> None:
     """Train the jobs concurrently until each reaches its target (exit 0), or stops short (1)."""
@@ -164,16 +177,12 @@ def submit(job_files: List[Path] = typer.Argument(..., metavar="JOB_FILE", help=
         raise errors[-1]
     store = Store()
     runner = _backend(backend, cpu, store)   # before anything is recorded
-    try:
-        runner.prewarm()   # the functions import MXNet beside the job loop's imports (and scipy's: `run_jobs`)
+    with _warming(runner):   # beside the job loop's imports (and scipy's: `run_jobs`)
         for s in specs:
             _check_fits(s, runner.capacity, cpu_given=cpu is not None)
         from coach.job.submit import register
 
         jobs = {register(s, store, runner.name): s for s in specs}
-    except BaseException:
-        runner.close()
-        raise
     for jid in jobs:
         console.print(f"submitted {jid}")
     _run(jobs, runner, json_out, store)
@@ -246,8 +255,7 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
                          "give a larger --max-epochs")
     spec = dataclasses.replace(spec, budget=budget if budget is not None else spec.budget, max_epochs=limit)
     runner = _backend(backend or job.backend, cpu, store)   # a cluster job went on locally, unsaid
-    try:
-        runner.prewarm()
+    with _warming(runner):
         # named by the path recorded at submit (absolute), not as given then, relative to another folder
         _check_fits(dataclasses.replace(spec, source=job.spec_path), runner.capacity, cpu_given=cpu is not None)
         other = store.claim_job(job.job_id)
@@ -263,9 +271,6 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
                          spec=dataclasses.asdict(spec), backend=runner.name, eta=eta, **last)
         moved = f" on the {runner.name} backend (it ran on {job.backend})" if runner.name != job.backend else ""
         store.add_event(job.job_id, "resumed", f"from epoch {job.epoch}{moved}")
-    except BaseException:
-        runner.close()
-        raise
     _run({job.job_id: spec}, runner, json_out, store)
 
 

@@ -27,8 +27,7 @@ grow a job past what its tuning tried.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Sequence
-from typing import TypeVar
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -89,17 +88,22 @@ class SpeedModel:
         configurations on this: a fit of 5 coefficients to 4 tuning points, 10% off held out,
         put (2, 1) 8.7% above (1, 1) where it measured 9.5%, and (2, 2), measured 22% above
         (1, 1), was never reached."""
-        m = self._batch(workers, servers, None)
-        return next((v for w, s, pm, v in self.points if (w, s) == (workers, servers) and math.isclose(pm, m)), None)
+        i = self._measured_at(workers, servers)
+        return None if i is None else self.points[i][3]
 
     def readings(self, workers: int, servers: int) -> float:
         """How many measurements `measured(w, s)` stands for, counted by what each measured: a
         mini-epoch of a quarter of an epoch beside one whole epoch is 1.5 (Kish's effective
         number of its weights), so a median of many epochs is trusted more than one mini-epoch's
         rate. 1 for a configuration not measured, or measured by a Coach that did not count."""
+        i = self._measured_at(workers, servers)
+        return self.counts[i] if i is not None and i < len(self.counts) else 1.0
+
+    def _measured_at(self, workers: int, servers: int) -> int | None:
+        """The index of (w, s)'s point at the batch `predict` would use, None if not measured."""
         m = self._batch(workers, servers, None)
-        return next((n for (w, s, pm, _), n in zip(self.points, self.counts)
-                     if (w, s) == (workers, servers) and math.isclose(pm, m)), 1.0)
+        return next((i for i, (w, s, pm, _) in enumerate(self.points)
+                     if (w, s) == (workers, servers) and math.isclose(pm, m)), None)
 
     def _batch(self, workers: int, servers: int, global_batch: float | None) -> float:
         if workers < 1 or servers < 1:
@@ -120,8 +124,7 @@ def fit_speed(samples: Sequence[SpeedSample]) -> SpeedModel:
     per worker (M/w), predictions scale M with w; otherwise M is the latest sample's. Raises EstimateError when there is
     no usable sample (empty, or a non-positive/non-finite throughput or configuration).
     """
-    points = _aggregate(samples)
-    counts = tuple(_effective_counts(samples)[(w, s, m)] for w, s, m, _ in points)
+    points, counts = _aggregate(samples)
     m_latest = float(samples[-1].global_batch)
     per_worker = {p[2] / p[0] for p in points}
     b = per_worker.pop() if len(per_worker) == 1 else None
@@ -144,10 +147,11 @@ def fit_speed(samples: Sequence[SpeedSample]) -> SpeedModel:
 
 
 Point = tuple[int, int, float, float]
-K = TypeVar("K", bound=Hashable)
 
 
-def _aggregate(samples: Sequence[SpeedSample]) -> list[Point]:
+def _aggregate(samples: Sequence[SpeedSample]) -> tuple[list[Point], tuple[float, ...]]:
+    """Per (w, s, M), sorted: the weighted median of its measurements (repeated ones reduced), and
+    how many equal measurements that median is worth, (Σ weight)² / Σ weight² (Kish)."""
     if not samples:
         raise EstimateError("no speed samples: run at least one (mini-)epoch first")
     for smp in samples:
@@ -157,29 +161,14 @@ def _aggregate(samples: Sequence[SpeedSample]) -> list[Point]:
             raise EstimateError(f"throughput must be a positive number, got {smp.samples_per_s!r}")
         if not (math.isfinite(smp.weight) and smp.weight > 0):
             raise EstimateError(f"a speed sample's weight must be a positive number, got {smp.weight!r}")
-    rates = medians_by(((int(smp.workers), int(smp.servers), float(smp.global_batch)), float(smp.samples_per_s),
-                        float(smp.weight)) for smp in samples)
-    return [(w, s, m, rate) for (w, s, m), rate in sorted(rates.items())]
-
-
-def _effective_counts(samples: Sequence[SpeedSample]) -> dict[tuple[int, int, float], float]:
-    """Per (w, s, M), (Σ weight)² / Σ weight²: the number of equal measurements its weighted
-    median is worth."""
-    sums: dict[tuple[int, int, float], list[float]] = {}
+    groups: dict[tuple[int, int, float], list[tuple[float, float]]] = {}
     for smp in samples:
-        acc = sums.setdefault((int(smp.workers), int(smp.servers), float(smp.global_batch)), [0.0, 0.0])
-        acc[0] += smp.weight
-        acc[1] += smp.weight ** 2
-    return {key: total ** 2 / squares for key, (total, squares) in sums.items()}
-
-
-def medians_by(measured: Iterable[tuple[K, float, float]]) -> dict[K, float]:
-    """Each key's median of its (key, value, weight) measurements, weighted: how repeated
-    measurements of one configuration are reduced."""
-    groups: dict[K, list[tuple[float, float]]] = {}
-    for key, value, weight in measured:
-        groups.setdefault(key, []).append((value, weight))
-    return {key: _weighted_median(values) for key, values in groups.items()}
+        key = (int(smp.workers), int(smp.servers), float(smp.global_batch))
+        groups.setdefault(key, []).append((float(smp.samples_per_s), float(smp.weight)))
+    ordered = sorted(groups.items())
+    points = [(w, s, m, _weighted_median(values)) for (w, s, m), values in ordered]
+    counts = tuple(sum(wt for _, wt in values) ** 2 / sum(wt * wt for _, wt in values) for _, values in ordered)
+    return points, counts
 
 
 def _weighted_median(values: list[tuple[float, float]]) -> float:
