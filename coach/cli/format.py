@@ -67,11 +67,13 @@ def eta_text(job: JobRecord, now: float | None = None) -> str:
     e: dict[str, Any] = job.eta or {}
     if job.status in FINAL_STATUSES or not e:
         return "-"
+    budget = e.get("budget_epochs")
+    paid = f"; the budget pays for ~{budget} more epoch{'' if budget == 1 else 's'}" if budget is not None else ""
     if not e.get("reachable", True):
         asymptote = float(e.get("asymptote", float("nan")))
         if job.target_loss <= asymptote:
-            return f"target below asymptote {asymptote:.3g}: may never reach it"
-        return "not expected within max_epochs"   # the loop's horizon is what max_epochs leaves
+            return f"target below asymptote {asymptote:.3g}: may never reach it{paid}"
+        return f"not expected within max_epochs{paid}"   # the loop's horizon is what max_epochs leaves
     if e.get("epochs_left") is None:
         return "?"
     hi = "?" if e.get("hi") is None else e["hi"]
@@ -79,8 +81,6 @@ def eta_text(job: JobRecord, now: float | None = None) -> str:
     span = f" [{duration(lo_s)}–{duration(hi_s)}]" if hi_s is not None else ""
     n = e["epochs_left"]
     earlier = f" with {e['earlier']} {e.get('earlier_weight', 0):.0%}" if e.get("earlier") else ""
-    budget = e.get("budget_epochs")
-    paid = f"; the budget pays for ~{budget} more epoch{'' if budget == 1 else 's'}" if budget is not None else ""
     between = float(e.get("between_epochs_s") or 0.0)   # waiting for cores other jobs hold, mostly
     waits = f" incl. ~{duration(between)} between epochs" if between >= BETWEEN_SHOWN_S else ""
     return f"{n} epoch{'' if n == 1 else 's'} ({e.get('lo')}–{hi}), ~{duration(secs)}{span}{waits}{earlier}{paid}"

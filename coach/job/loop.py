@@ -381,8 +381,8 @@ class JobLoop:
                                                    resources=self.spec.resources, prices=self.spec.prices,
                                                    overhead_s=self._charged_overhead(history)),
                                          w, s)
-        left = self._budget_left()
-        if per_epoch and e.epochs_left is not None and per_epoch * e.epochs_left > left:
+        left, runs = self._budget_left(), self._epochs_left(e, history)
+        if per_epoch and per_epoch * runs > left:
             info["budget_epochs"] = max(0, int(left // per_epoch))
         return e, info
 
@@ -434,6 +434,14 @@ class JobLoop:
             if not busy:
                 raise
 
+    def _epochs_left(self, e: Eta, history: list[EpochRecord]) -> int:
+        """The ETA's epochs, or what max_epochs leaves when the target is predicted out of reach
+        before it: the job runs that long. Counted as 1 epoch, as before, the whole remaining
+        budget was one epoch's share, and the planner weighed what a worker saves over one epoch."""
+        if e.epochs_left is not None:
+            return e.epochs_left
+        return self.spec.max_epochs - sum(1 for r in history if r.phase == "training")
+
     def _demand(self, history: list[EpochRecord]) -> JobDemand:
         spent = self.store.job(self.run.job_id).spent
         remaining_epochs, e = None, None
@@ -443,8 +451,8 @@ class JobLoop:
             # resume the whole ETA, shown here
             e = (self._predict(history, w, s, interval=False)[0] if self._unshown or self._showing
                  else self._update_eta(history, w, s))
-        if e is not None and e.epochs_left is not None:
-            remaining_epochs = float(max(1, e.epochs_left))
+        if e is not None:
+            remaining_epochs = float(max(1, self._epochs_left(e, history)))
         return JobDemand(
             job_id=self.run.job_id, speed=self._speed(history), remaining_epochs=remaining_epochs,
             samples_per_epoch=float(self.n_train), max_workers=self.spec.max_workers,

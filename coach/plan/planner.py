@@ -94,7 +94,7 @@ class JobDemand:
 
     job_id: str
     speed: SpeedModel | None            # f(w, s) in samples/s; None before any measurement
-    remaining_epochs: float | None      # predicted epochs left; None = unknown (counts as 1)
+    remaining_epochs: float | None      # predicted epochs left (out of reach: max_epochs'); None = unknown (as 1)
     samples_per_epoch: float            # samples in one training epoch
     max_workers: int = 8                # w ≤ max_workers
     max_servers: int = 4                # s ≤ max_servers

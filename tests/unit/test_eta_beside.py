@@ -6,6 +6,7 @@ needed."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,29 @@ def test_the_plan_leaves_the_eta_to_the_thread_but_shows_it_after_tuning_or_on_r
     loop._unshown = None
     resumed = loop._demand(history)
     assert between.remaining_epochs == resumed.remaining_epochs == store.job("j-000000").eta["epochs_left"] >= 1
+
+
+@pytest.mark.parametrize("flat_at, left", [(0.8, 25 - 6), (None, None)], ids=["out-of-reach", "reachable"])
+def test_a_target_out_of_reach_plans_the_epochs_up_to_max_epochs(tmp_path: Path, coach_home: Path,
+                                                                 flat_at: float | None, left: int | None) -> None:
+    """Predicted out of reach, the job runs to max_epochs (25): its epochs share the budget and the
+    planner weighs what a worker saves over them all, not over one epoch."""
+    loop, store = _loop(tmp_path)
+    history = _history(6)
+    if flat_at is not None:   # stuck: both losses flat, far above the target 0.3
+        history = [replace(r, val_loss=flat_at + 0.01 * (-1) ** r.epoch) for r in history]
+    demand = loop._demand(history)
+    e = store.job("j-000000").eta
+    if left is None:
+        assert demand.remaining_epochs == e["epochs_left"] < 25 - 6
+    else:
+        assert e["epochs_left"] is None and not e["reachable"]
+        assert demand.remaining_epochs == left
+    spent = store.job("j-000000").spent
+    assert demand.epoch_budget == pytest.approx((1.0 - spent) / demand.remaining_epochs)
+    assert "budget_epochs" not in e   # 1.0 pays for every epoch left
+    loop._budget_left = lambda: 1e-9   # and when it does not, the ETA says so, reachable or not
+    assert loop._predict(history, 1, 1, interval=False)[1]["budget_epochs"] == 0
 
 
 @pytest.mark.parametrize("beside", [True, False], ids=["shown-beside", "not-yet-shown"])

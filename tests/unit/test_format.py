@@ -27,6 +27,10 @@ def job(status: str = "training", target: float = 0.3, val: float | None = 0.5, 
         # it once said "target below asymptote 1e-13"
         pytest.param(job(reachable=False, asymptote=1e-13, epochs_left=None),
                      "not expected within max_epochs", id="beyond-max-epochs"),
+        # out of reach, the job runs to max_epochs, unless its budget ends it first
+        pytest.param(job(reachable=False, asymptote=0.35, epochs_left=None, budget_epochs=4),
+                     "target below asymptote 0.35: may never reach it; the budget pays for ~4 more epochs",
+                     id="below-asymptote-budget-first"),
         pytest.param(job(reachable=True, asymptote=0.1, epochs_left=None), "?", id="no-count"),
         pytest.param(job(reachable=True, asymptote=0.1, epochs_left=1, lo=1, hi=None, seconds=30.0,
                          seconds_lo=30.0, seconds_hi=None, at=NOW),
