@@ -245,8 +245,12 @@ ON_2_1 = [1400.0, 1395.0, 1405.0, 1398.0, 1402.0, 1400.0]   # six epochs on (2, 
                      "each step", id="not-with-few-epochs-left"),
         pytest.param({(1, 1): [1100.0], (2, 1): ON_2_1, (2, 2): [1390.0, 1385.0, 1392.0]}, {}, (2, 1), "each step",
                      id="not-once-it-has-a-third-of-the-measurements"),
-        pytest.param({(1, 1): [1100.0], (2, 1): ON_2_1, (2, 2): [1300.0]}, {}, (2, 1), "each step",
-                     id="not-when-told-apart"),   # -7%, beyond 5%·√((1/6 + 1)/2) = 3.8%
+        # -7%, beyond 5%·√((1/6 + 1)/2) = 3.8%, as one epoch in a burst of load reads: taken again too
+        pytest.param({(1, 1): [1100.0], (2, 1): ON_2_1, (2, 2): [1300.0]}, {}, (2, 2), "within a burst of load",
+                     id="again-beyond-the-noise"),
+        # -12%: not for a burst; nor (1, 1), -21%, in every case here
+        pytest.param({(1, 1): [1100.0], (2, 1): ON_2_1, (2, 2): [1230.0]}, {}, (2, 1), "each step",
+                     id="not-more-than-10%-slower"),
         pytest.param({(1, 1): [1100.0], (2, 1): ON_2_1, (2, 2): [1390.0]}, {"capacity_cpu": 2.6}, (2, 1), "each step",
                      id="not-beyond-the-capacity"),
         pytest.param({(1, 1): [1100.0], (2, 1): ON_2_1, (2, 2): [1390.0]}, {"static": (2, 1)}, (2, 1), "static",
@@ -256,7 +260,7 @@ ON_2_1 = [1400.0, 1395.0, 1405.0, 1398.0, 1402.0, 1400.0]   # six epochs on (2, 
         # the other way: fewer functions read within the noise, once
         pytest.param({(1, 1): [1100.0], (2, 1): [1395.0], (2, 2): ON_2_1}, {"current": (2, 2)}, (2, 1),
                      "measured again", id="again-with-fewer"),
-        # an ETA not known yet (or a target predicted out of reach): the job may run long
+        # an ETA not known yet: the job may run long
         pytest.param({(1, 1): [1100.0], (2, 1): ON_2_1, (2, 2): [1390.0]}, {"remaining_epochs": None}, (2, 2),
                      "measured again", id="again-without-an-eta"),
         # two measurements are enough: two configurations that read alike do not take turns for good
@@ -266,7 +270,7 @@ ON_2_1 = [1400.0, 1395.0, 1405.0, 1398.0, 1402.0, 1400.0]   # six epochs on (2, 
                      id="not-beyond-the-job's-limits"),
     ],
 )
-def test_a_configuration_read_within_the_noise_from_few_measurements_is_measured_again(readings, kw, expected, why):
+def test_a_configuration_read_from_few_measurements_is_measured_again(readings, kw, expected, why):
     capacity = kw.pop("capacity_cpu", 16)
     d = job("a", trained(readings), **{"current": (2, 1), **kw})
     out = plan([d], capacity_cpu=capacity, capacity_memory_gib=64)["a"]
