@@ -133,6 +133,11 @@ def tuned_head(history: list[EpochRecord]) -> int:
     return 0 if tuned_ahead(history) else sum(r.samples for r in history if r.phase == "tuning")
 
 
+def _trained(history: list[EpochRecord]) -> int:
+    """Training epochs done (tuning's mini-epochs are not counted against max_epochs)."""
+    return sum(1 for r in history if r.phase == "training")
+
+
 def between_epochs_s(history: list[EpochRecord], since: float) -> float:
     """The median wall time between the last training epochs that started after `since` (this
     run's): waiting for cores that other jobs hold, fitting, planning. A user waits for it too;
@@ -367,9 +372,8 @@ class JobLoop:
         between = between_epochs_s(history, self._started)
         seconds = (self._epoch_seconds(history, speed, w, s) or history[-1].duration_s) + between
         done = progress_of(history, self.n_train)[-1]
-        trained = sum(1 for r in history if r.phase == "training")
         e = eta(fit, self.spec.target_loss, self.spec.consecutive, done, seconds, self._streak(history),
-                horizon=done + self.spec.max_epochs - trained)   # past max_epochs it is unreachable
+                horizon=done + self.spec.max_epochs - _trained(history))   # past max_epochs it is unreachable
         info = {"epochs_left": e.epochs_left, "lo": e.lo, "hi": e.hi, "seconds": e.seconds,
                 "seconds_lo": e.seconds_lo, "seconds_hi": e.seconds_hi, "reachable": e.reachable,
                 "asymptote": e.asymptote, "at": time.time(), "between_epochs_s": round(between, 3),
@@ -436,11 +440,10 @@ class JobLoop:
 
     def _epochs_left(self, e: Eta, history: list[EpochRecord]) -> int:
         """The ETA's epochs, or what max_epochs leaves when the target is predicted out of reach
-        before it: the job runs that long. Counted as 1 epoch, as before, the whole remaining
-        budget was one epoch's share, and the planner weighed what a worker saves over one epoch."""
-        if e.epochs_left is not None:
-            return e.epochs_left
-        return self.spec.max_epochs - sum(1 for r in history if r.phase == "training")
+        before it: the job runs that long. Before session 40 that counted as 1 epoch: the whole
+        remaining budget was one epoch's share, and the planner weighed what a worker saves over
+        one epoch."""
+        return self.spec.max_epochs - _trained(history) if e.epochs_left is None else e.epochs_left
 
     def _demand(self, history: list[EpochRecord]) -> JobDemand:
         spent = self.store.job(self.run.job_id).spent

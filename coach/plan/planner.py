@@ -64,9 +64,11 @@ AGAIN_READINGS = 3.0
 """`_again` measures a configuration again once the one a job trains on has this many times
 its measurements: a third of them or fewer is a stale reading beside a fresh median."""
 
-AGAIN_BELOW = 2.0
+AGAIN_BELOW = 3.0
 """... and only while fewer than this many measurements stand behind it: two configurations that
-read alike would otherwise take turns for good (one epoch in four in a simulation)."""
+read alike would otherwise take turns for good (one epoch in four in a simulation). Not 2: one
+epoch read in a burst and one measured again make a median halfway between them, which then
+decided for the rest of the job (a simulation, below `AGAIN_SLOWER`)."""
 
 AGAIN_EPOCHS = 5.0
 """... and only with this many epochs predicted left: an epoch there costs at most its noise
@@ -425,8 +427,9 @@ def _again(d: JobDemand, ws: tuple[int, int], room: _Room) -> tuple[tuple[int, i
 
     A job measures only what it trains on: on `lenet-mnist`, 10 epochs (`bench/dynamic_vs_static.py
     --epochs 10`), one left (2, 2) for (2, 1) after two epochs and trained the other 8 there, 10.7%
-    longer than static (2, 2)×10 in the same round. In a simulation, one epoch of (2, 2) read 10%
-    slow (a burst of load) sent a job to (2, 1) for the other 39 epochs, 2–4% slower throughout."""
+    longer than static (2, 2)×10 in the same round. In a simulation, before AGAIN_SLOWER, one epoch
+    of (2, 2) read 10% slow (a burst of load) sent a job to (2, 1) for the other 39 epochs, 2–4%
+    slower throughout."""
     if d.static is not None or d.speed is None or ws != d.current or \
             (d.remaining_epochs is not None and d.remaining_epochs < AGAIN_EPOCHS):
         return None
@@ -440,19 +443,18 @@ def _again(d: JobDemand, ws: tuple[int, int], room: _Room) -> tuple[tuple[int, i
         if measured is None or (n := d.speed.readings(*other)) >= AGAIN_BELOW \
                 or d.speed.readings(*ws) < AGAIN_READINGS * n:
             continue
-        if not -AGAIN_SLOWER <= measured / rate - 1 < (floor := measured_floor(d.speed, ws, other)):
+        if not -AGAIN_SLOWER <= (gap := measured / rate - 1) < (floor := measured_floor(d.speed, ws, other)):
             continue   # faster beyond the noise: the steps left it; or too slow to be a burst of load
         if room.lacks(functions(d.resources, max(0, ow - w), max(0, os_ - s), scheduler=False)) is not None:
             continue
         if d.epoch_budget is not None and predicted_epoch_cost(d, ow, os_) > d.epoch_budget:  # type: ignore[operator]
             continue
-        if best is None or measured > best[1]:
-            best = (other, measured, floor)
+        if best is None or gap > best[1]:
+            best = (other, gap, floor)
     if best is None:
         return None
-    other, measured, floor = best
-    gap = measured / rate - 1
-    why = (f"within their noise ({floor:.1%})" if abs(gap) < floor else
+    other, gap, floor = best
+    why = (f"within their noise ({floor:.1%})" if gap > -floor else
            f"beyond their noise ({floor:.1%}) but within a burst of load ({AGAIN_SLOWER:.0%})")
     return other, (f"{_ws(*other)}: measured again; {d.speed.readings(*other):.3g} measurement(s) read it "
                    f"{gap:+.1%} against {_ws(*ws)}, which {d.speed.readings(*ws):.3g} did, {why}; it stays only "

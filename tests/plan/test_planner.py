@@ -263,9 +263,12 @@ ON_2_1 = [1400.0, 1395.0, 1405.0, 1398.0, 1402.0, 1400.0]   # six epochs on (2, 
         # an ETA not known yet: the job may run long
         pytest.param({(1, 1): [1100.0], (2, 1): ON_2_1, (2, 2): [1390.0]}, {"remaining_epochs": None}, (2, 2),
                      "measured again", id="again-without-an-eta"),
-        # two measurements are enough: two configurations that read alike do not take turns for good
-        pytest.param({(1, 1): [1100.0], (2, 1): ON_2_1 * 2, (2, 2): [1390.0, 1392.0]}, {}, (2, 1), "each step",
-                     id="not-past-two-measurements"),
+        # a burst and a measurement again read halfway between them: a third decides
+        pytest.param({(1, 1): [1100.0], (2, 1): ON_2_1, (2, 2): [1300.0, 1428.0]}, {}, (2, 2), "measured again",
+                     id="again-after-a-burst-and-a-measurement"),
+        # three measurements are enough: two configurations that read alike do not take turns for good
+        pytest.param({(1, 1): [1100.0], (2, 1): ON_2_1 * 2, (2, 2): [1390.0, 1392.0, 1388.0]}, {}, (2, 1),
+                     "each step", id="not-past-three-measurements"),
         pytest.param({(1, 1): [1100.0], (2, 1): ON_2_1, (2, 2): [1390.0]}, {"max_servers": 1}, (2, 1), "max_servers",
                      id="not-beyond-the-job's-limits"),
     ],
