@@ -32,8 +32,9 @@ Optimus' greedy (EuroSys'18, §4.1) over the capacity the jobs share:
 4. Then, job by job, where it stays on what it trains on: measure again a configuration one
    function away that reads within the noise of it, or up to 10% slower, from far fewer
    measurements (`_again`): a job never measures what it does not train on, so one reading
-   taken in a burst of load would otherwise decide for the rest of the job. A configuration a job trains on that has
-   fewer measurements than another keeps it only if it reads as fast (`_less_measured`).
+   taken in a burst of load would otherwise decide for the rest of the job. A configuration a
+   job trains on that has fewer measurements than another keeps it only if it reads as fast
+   (`_less_measured`).
 
 A job alone on a 2-core machine whose measured speed does not improve with a second
 worker therefore stays at one worker: U ≤ 0 for the worker step. Deterministic: ties go
@@ -101,7 +102,7 @@ class JobDemand:
 
     job_id: str
     speed: SpeedModel | None            # f(w, s) in samples/s; None before any measurement
-    remaining_epochs: float | None      # predicted epochs left (out of reach: max_epochs'); None = unknown (as 1)
+    remaining_epochs: float | None      # predicted epochs left, or what max_epochs leaves; None: unknown, as 1
     samples_per_epoch: float            # samples in one training epoch
     max_workers: int = 8                # w ≤ max_workers
     max_servers: int = 4                # s ≤ max_servers
