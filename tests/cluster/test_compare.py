@@ -137,9 +137,12 @@ def test_an_interrupted_comparison_keeps_the_runs_before_it(workload: Workload, 
     first run's minutes were lost."""
     workload.reset(nodes=2, cpu="4", memory="8Gi")
     (tmp_path / "slides.yaml").write_text(SLIDES)
+    # a Ctrl-C as at a terminal: run from a script's background job (`bash .ci/run &`), the tests
+    # inherit SIGINT ignored, the comparison then never saw it, ran to its end and exited 0
     proc = subprocess.Popen([sys.executable, "-m", "coach.cli.main", "cluster", "compare", str(tmp_path / "slides.yaml"),
                              "--stall", "5", "--json"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     stderr = ""
     try:
         assert proc.stderr is not None
