@@ -233,12 +233,12 @@ def plan_with_waits(demands: Sequence[JobDemand], capacity_cpu: float, capacity_
             than = f"{_ws(*ws)}" if d.speed.measured(*ws) else f"{_ws(*ws)} is predicted to run"  # type: ignore[union-attr]
             moved[d.job_id] = (f"{_ws(lw, ls)}: measured {gain:.0%} faster than {than}, where granting one "
                                f"function at a time stopped because {_stopped_because(d, ws, room)}")
-            room.take(functions(d.resources, lw - ws[0], ls - ws[1], scheduler=False))
+            room.take(_added(d, ws, (lw, ls)))
             alloc[d.job_id] = (lw, ls)
     for d in demands:   # after every job's leap: room another job would leap into is not measuring room
         if d.job_id not in moved and (ws := alloc[d.job_id]) is not None and (again := _again(d, ws, room)):
             (aw, as_), moved[d.job_id] = again
-            room.take(functions(d.resources, max(0, aw - ws[0]), max(0, as_ - ws[1]), scheduler=False))
+            room.take(_added(d, ws, (aw, as_)))
             alloc[d.job_id] = (aw, as_)
 
     result: dict[str, Allocation | None] = {}
@@ -407,9 +407,7 @@ def _leap(d: JobDemand, ws: tuple[int, int], room: _Room) -> tuple[tuple[int, in
         floor = measured_floor(d.speed, ws, (lw, ls)) if measured_here else max(MEASURED_GAIN, gain_floor(d.speed))
         if measured is None or measured < rate * (1 + floor) ** (lw - w + ls - s):
             continue
-        if room.lacks(functions(d.resources, lw - w, ls - s, scheduler=False)) is not None:
-            continue
-        if d.epoch_budget is not None and predicted_epoch_cost(d, lw, ls) > d.epoch_budget:   # type: ignore[operator]
+        if not _fits(d, ws, (lw, ls), room):
             continue
         per_function = (measured / rate) ** (1 / (lw - w + ls - s))
         if best is None or per_function > best[1]:
@@ -446,9 +444,7 @@ def _again(d: JobDemand, ws: tuple[int, int], room: _Room) -> tuple[tuple[int, i
             continue
         if not -AGAIN_SLOWER <= (gap := measured / rate - 1) < (floor := measured_floor(d.speed, ws, other)):
             continue   # faster beyond the noise: the steps left it; or too slow to be a burst of load
-        if room.lacks(functions(d.resources, max(0, ow - w), max(0, os_ - s), scheduler=False)) is not None:
-            continue
-        if d.epoch_budget is not None and predicted_epoch_cost(d, ow, os_) > d.epoch_budget:  # type: ignore[operator]
+        if not _fits(d, ws, other, room):
             continue
         if best is None or gap > best[1]:
             best = (other, gap, floor)
@@ -460,6 +456,18 @@ def _again(d: JobDemand, ws: tuple[int, int], room: _Room) -> tuple[tuple[int, i
     return other, (f"{_ws(*other)}: measured again; {d.speed.readings(*other):.3g} measurement(s) read it "
                    f"{gap:+.1%} against {_ws(*ws)}, which {d.speed.readings(*ws):.3g} did, {why}; it stays only "
                    "if it reads as fast")
+
+
+def _added(d: JobDemand, ws: tuple[int, int], to: tuple[int, int]) -> list[Size]:
+    """The functions a move from `ws` to `to` starts (none for a role it shrinks)."""
+    return functions(d.resources, max(0, to[0] - ws[0]), max(0, to[1] - ws[1]), scheduler=False)
+
+
+def _fits(d: JobDemand, ws: tuple[int, int], to: tuple[int, int], room: _Room) -> bool:
+    """Whether a leap or a measurement again from `ws` to `to` fits the room left and the epoch budget."""
+    if room.lacks(_added(d, ws, to)) is not None:
+        return False
+    return d.epoch_budget is None or predicted_epoch_cost(d, *to) <= d.epoch_budget   # type: ignore[operator]
 
 
 def _epoch_s(d: JobDemand, w: int, s: int) -> float:
