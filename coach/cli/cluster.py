@@ -49,8 +49,7 @@ def up(nodes: Optional[int] = typer.Option(None, "--nodes", min=0, help=(
     if not force and (change := cluster.control_plane.disturbs(nodes, cpu, memory)):
         _refuse_while_jobs_run(f"`coach cluster up --force` {change} under them")
     kubeconfig = cluster.up(nodes=nodes, cpu=cpu, memory=memory)
-    err.print(f"control plane up: {nodes} node{'s' * (nodes != 1)} × ({_size(*size)}); "
-              f"schedulers: {', '.join(cluster.control_plane.SCHEDULERS)}")
+    err.print(f"control plane up: {_shape(nodes, size)}; schedulers: {', '.join(cluster.control_plane.SCHEDULERS)}")
     print(kubeconfig)
 
 
@@ -80,6 +79,13 @@ def status(json_out: bool = typer.Option(False, "--json", help="Print one JSON o
     print(f"{'kubeconfig':16} {st.kubeconfig}")
     if not st.running:
         raise typer.Exit(1)
+
+
+def _shape(nodes: int, size: tuple[float, float]) -> str:
+    """`3 nodes × (4 CPU, 8 GiB)`; `no nodes` where a size would describe nothing (`--nodes 0`)."""
+    if nodes == 0:
+        return "no nodes (no pod can be placed: add some with `coach cluster up --nodes N`)"
+    return f"{nodes} node{'s' * (nodes != 1)} × ({_size(*size)})"
 
 
 def _nodes(sizes: list[tuple[float, float]]) -> str:

@@ -119,3 +119,14 @@ def test_a_folder_given_as_workload_is_named_a_workload_file(tmp_path) -> None:
 
     with pytest.raises(SpecError, match="a folder, not a workload file$"):   # it said "not a job file"
         load_workload(tmp_path)
+
+
+@pytest.mark.parametrize("nodes, text", [
+    (3, "3 nodes × (4 CPU, 8 GiB)"),
+    (1, "1 node × (4 CPU, 8 GiB)"),
+    (0, "no nodes (no pod can be placed: add some with `coach cluster up --nodes N`)"),   # was "0 nodes × (4 CPU, …)"
+])
+def test_cluster_up_names_the_shape_it_made(nodes: int, text: str) -> None:
+    from coach.cli.cluster import _shape
+
+    assert _shape(nodes, (4.0, 8.0)) == text
