@@ -28,7 +28,7 @@ from typing import Callable
 from coach.backends.base import Capacity
 from coach.errors import BackendError
 from coach.plan import (Allocation, JobDemand, RunningJob, demand_from_json, demand_to_json, epoch_hold_s,
-                        expected_wait, footprint, min_resources, plan, plan_with_waits)
+                        expected_wait, footprint, min_resources, plan, plan_with_waits, predicted_epoch_cost)
 from coach.state.store import Store, own_identity
 
 RECHECK_S = 1.0
@@ -36,6 +36,20 @@ GONE_AFTER_S = 5.0
 """How long capacity must read too small for a waiting job before it fails: `coach cluster up
 --force` deletes nodes before it resizes the others, so one reading mid-reshape may be smaller
 than the cluster it leaves."""
+
+
+def epochs_to_end(d: JobDemand, grant: Allocation) -> float | None:
+    """How many epochs a static job keeps its lease for: those it has left, or fewer when its
+    budget pays for fewer (it stops `budget_exhausted` once the next epoch costs more than is
+    left). Counted without the budget, an out-of-reach target told waiting jobs of all the
+    epochs up to `max_epochs`."""
+    if not d.remaining_epochs:
+        return None
+    cost = predicted_epoch_cost(d, grant.workers, grant.servers)
+    if d.epoch_budget is None or not cost:
+        return d.remaining_epochs
+    paid = d.epoch_budget * max(1.0, d.remaining_epochs) // cost   # `epoch_budget` shares the budget left
+    return max(1.0, min(d.remaining_epochs, paid))
 
 
 @dataclass
@@ -166,7 +180,7 @@ class Coordinator:
         predicted = epoch_s(grant.workers, grant.servers)   # may fit models: outside the lock
         if self.kept and demand.static is not None and predicted is not None:
             # kept to its end: a static job never shrinks for others (a dynamic one may, next epoch)
-            predicted = predicted * demand.remaining_epochs if demand.remaining_epochs else None
+            predicted = predicted * epochs if (epochs := epochs_to_end(demand, grant)) else None
         with self._cond:
             if job_id in self._held:
                 self._held[job_id].epoch_s = predicted

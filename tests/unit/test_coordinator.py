@@ -16,7 +16,7 @@ import pytest
 
 from coach.backends.base import Capacity
 from coach.job.coordinator import GONE_AFTER_S, Coordinator
-from coach.plan import JobDemand, plan
+from coach.plan import JobDemand, plan, predicted_epoch_cost
 from coach.spec import DEFAULT_RESOURCES
 from coach.identity import process_identity
 from coach.state.store import Store
@@ -77,6 +77,25 @@ def test_expected_wait_behind_a_lease_kept_between_epochs(kept: bool, static: tu
     (before: "expected wait ~0s" once its epoch's predicted end had passed)."""
     coord = Coordinator(Capacity(cpu=1.0, memory_gib=8), kept=kept)
     holder = replace(demand("a", static=static), remaining_epochs=5.0)
+    assert coord.acquire(holder, epoch_s=lambda w, s: 30.0) is not None
+    reasons: list[str] = []
+    assert coord.acquire(demand("b"), reasons.append, timeout_s=0.2) is None
+    assert reasons and f"expected wait {wait}" in reasons[0], reasons
+
+
+@pytest.mark.parametrize("paid, wait", [
+    (None, "~150s"),     # no budget limit: its 5 remaining epochs
+    (7.5, "~150s"),      # the budget pays for more than those
+    (2.5, "~60s"),       # for 2 of them, then the job stops `budget_exhausted`
+    (0.5, "~30s"),       # not even one: the epoch under way is its last
+])
+def test_a_kept_static_lease_ends_when_the_budget_does(paid: float | None, wait: str) -> None:
+    """Before, a static job whose target was out of reach told waiting jobs of every epoch up
+    to its `max_epochs`, whatever its budget paid for."""
+    coord = Coordinator(Capacity(cpu=1.0, memory_gib=8), kept=True)
+    holder = replace(scaling_demand("a"), static=(1, 1), remaining_epochs=5.0)
+    if paid is not None:   # `epoch_budget` is the budget left shared over the 5 epochs
+        holder = replace(holder, epoch_budget=paid * predicted_epoch_cost(holder, 1, 1) / 5.0)
     assert coord.acquire(holder, epoch_s=lambda w, s: 30.0) is not None
     reasons: list[str] = []
     assert coord.acquire(demand("b"), reasons.append, timeout_s=0.2) is None
