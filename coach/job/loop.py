@@ -413,6 +413,14 @@ class JobLoop:
                 raise errors[0]
         return wait
 
+    def _runs_on(self, w: int, s: int) -> None:
+        """The last epoch's ETA, still to be shown, is for the epochs to come: predicted on the
+        allocation the next one runs on. On the one before, a job the planner had just moved from
+        (2, 2) to (1, 1) read "~18s; the budget pays for ~4 more epochs" and ran 6 (review)."""
+        if self._unshown is not None:
+            history, _, _, shown = self._unshown
+            self._unshown = (history, w, s, shown)
+
     def _show_beside(self) -> None:
         """Start showing the last epoch's loss and ETA from a thread (`_beside`)."""
         if self._unshown is not None:
@@ -599,6 +607,7 @@ class JobLoop:
                                 "a whole epoch")
                 elif history or (demand.speed is not None and demand.static is None):   # on earlier jobs' speeds
                     self._event("plan", f"epoch {epoch + 1}: ({alloc.workers}, {alloc.servers}): {alloc.reason}")
+                self._runs_on(alloc.workers, alloc.servers)
                 epoch += 1
                 history += self._execute("training", epoch, alloc.workers, alloc.servers, None, history,
                                          first=head if self.n_train - head >= alloc.workers else 0,

@@ -134,3 +134,18 @@ def test_a_failure_to_show_the_loss_is_raised_unless_the_epoch_failed(tmp_path: 
         with pytest.raises(StateError, match="disk full"):
             loop._shown()
     assert loop._showing is None and loop._unshown is None
+
+
+def test_the_eta_beside_the_next_epoch_is_predicted_on_its_allocation(tmp_path: Path, coach_home: Path) -> None:
+    """Shown while the next epoch runs, the ETA times the epochs to come and what the budget pays
+    for on the next epoch's (w, s), not the last one's."""
+    loop, store = _loop(tmp_path)
+    history = [replace(r, workers=2, servers=1, duration_s=1.0, samples_per_s=2000.0) if r.epoch <= 3 else r
+               for r in _history(6)]   # 3 epochs on (2, 1), then 3 on (1, 1) at half its speed
+    seconds = {ws: loop._predict(history, *ws, interval=False)[0].seconds for ws in ((1, 1), (2, 1))}
+    assert seconds[(2, 1)] < 0.8 * seconds[(1, 1)], seconds   # the two allocations are told apart
+    loop._unshown = (history, 1, 1, _shown(history))
+    loop._runs_on(2, 1)   # the planner moved the job back to (2, 1)
+    loop._show_beside()
+    loop._shown()
+    assert store.job("j-000000").eta["seconds"] == pytest.approx(seconds[(2, 1)], rel=0.05)
