@@ -99,6 +99,8 @@ def read_curve(path: Path) -> Curve:
     for n, row in rows:
         epoch = _field(source, n, row, i_epoch, "epoch")
         loss = _field(source, n, row, i_loss, "loss")
+        if epoch < 0:   # counted from the start of training: 0 is its untrained start at most
+            raise SpecError(source, f"line {n}: epoch", f"must be ≥ 0, got {epoch:g}")
         if epochs and epoch <= epochs[-1]:
             raise SpecError(source, f"line {n}: epoch", f"epochs must increase, got {epoch:g} after {epochs[-1]:g}")
         if loss < 0:

@@ -179,6 +179,8 @@ def test_table_without_json(tmp_path):
         pytest.param("epoch,loss\n1,1.0\nx,0.8\n3,0.5\n", "line 3: epoch: not a number: 'x'", id="bad-epoch"),
         pytest.param("epoch,loss\n1,1.0\n2\n3,0.5\n", "line 3: loss: missing", id="missing-column"),
         pytest.param("epoch,loss\n1,1.0\n1,0.8\n2,0.5\n", "line 3: epoch: epochs must increase", id="not-increasing"),
+        pytest.param("epoch,loss\n-1,1.0\n0,0.8\n1,0.5\n2,0.4\n", "line 2: epoch: must be ≥ 0, got -1",
+                     id="negative-epoch"),   # was fitted as epochs 1, 2, 3, 4
         pytest.param("epoch,loss\n1,1.0\n2,-0.8\n3,0.5\n", "line 3: loss: must be ≥ 0", id="negative"),
         pytest.param("step,value\n1,1.0\n", "line 1: header must name", id="bad-header"),
         # it said line 1 for a header after comments and blank lines
