@@ -40,6 +40,8 @@ _SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxdict, _SHOWN.maxstring, _SHOWN.maxoth
 def _shown(value: Any) -> str:
     """A value as an error message quotes it: short, however large it is (YAML anchors can
     expand a 400-byte file into a value whose full repr runs to gigabytes)."""
+    if isinstance(value, bool):   # as the file writes it, not Python's True
+        return str(value).lower()
     return _SHOWN.repr(value)
 
 
@@ -336,6 +338,8 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
         raise r.fail(unknown[0], f"unknown field; known fields: {', '.join(sorted(FIELDS))}")
     base = base or Path.cwd()
     name = data.get("name")
+    if name is None:
+        raise r.fail("name", "missing (required): 1-40 lowercase letters, digits or '-'")
     if isinstance(name, (bool, int, float, datetime.date)):   # `name: 12` read "must be ... digits, got 12"
         kind = ("true/false" if isinstance(name, bool) else "a date" if isinstance(name, datetime.date)
                 else "a number")

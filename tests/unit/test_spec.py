@@ -136,7 +136,9 @@ BROKEN = [
     ("name-ending-in-a-newline", dict(GOOD, name="mlp\n"), "name", "must be 1-40 lowercase"),   # job id "mlp\n-fad2f0"
     # "must be ... digits, got 12": YAML had read the digits as a number (0123 as 83, yes as True)
     ("name-read-as-a-number", dict(GOOD, name=83), "name", "YAML read it as a number (83), not text: quote"),
-    ("name-read-as-a-boolean", dict(GOOD, name=True), "name", "YAML read it as true/false (True), not text"),
+    ("name-read-as-a-boolean", dict(GOOD, name=True), "name", "YAML read it as true/false (true), not text"),
+    ("no-name", {k: v for k, v in GOOD.items() if k != "name"}, "name", "missing (required)"),   # "got None"
+    ("workers-read-as-a-boolean", dict(GOOD, max_workers=True), "max_workers", "must be a number, got true"),
     ("name-read-as-a-date", dict(GOOD, name=datetime.date(2024, 1, 1)), "name", "YAML read it as a date"),
     # accepted before, then every (2, 1) mini-epoch failed its 4 attempts: "limit: must be >= workers"
     ("tuning-below-the-workers", dict(GOOD, tuning_samples=1, max_workers=4), "tuning_samples",
