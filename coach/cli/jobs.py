@@ -225,7 +225,11 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
         raise CoachError(f"{job.job_id} failed in a way a resume would repeat ({job.message}); "
                          f"fix the cause and submit {job.spec_path} again")
     if job.status == "budget_exhausted" and (budget is None or budget <= spec.budget):
-        why = f"{job.job_id} stopped on its budget of {spec.budget:.4g} ({job.message}); give a larger --budget"
+        next_cost = job.eta.get("next_epoch_cost")   # the least that pays for one more epoch, when known
+        least = (f"at least {_rounded_up(job.spent + next_cost)}" if isinstance(next_cost, (int, float))
+                 and job.spent + next_cost > spec.budget else f"more than {spec.budget:.6g}")
+        why = (f"{job.job_id} stopped on its budget of {spec.budget:.4g} ({job.message}); give a larger --budget, "
+               f"{least}")
         raise CoachError(why) if budget is None else SpecError("--budget", "", f"{why}, got {budget:g}")
     if budget is not None:   # what a killed run left unpaid is charged as the run starts
         try:

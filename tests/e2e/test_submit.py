@@ -255,6 +255,10 @@ def test_static_job_with_tight_budget_stops_as_budget_exhausted(tmp_path: Path, 
     # resuming without more money would start the backend only to stop again (and charge for it)
     again = run_coach("resume", rec["job_id"])
     assert again.returncode == 1 and "stopped on its budget" in again.stderr and "larger --budget" in again.stderr
+    least = re.search(r"larger --budget, (at least|more than) ([0-9.e+-]+)", again.stderr)   # it named no figure
+    assert least and float(least.group(2)) >= rec["budget"], again.stderr
+    if predicted is not None:
+        assert least.group(1) == "at least" and float(least.group(2)) >= rec["spent"] + float(predicted.group(1)) * 0.999
     same = run_coach("resume", rec["job_id"], "--budget", str(rec["budget"]))   # no more money than before
     assert same.returncode == 2 and "larger --budget" in same.stderr, same.stderr   # a bad argument
     if predicted is not None:   # nor less than its next epoch is predicted to cost (unrounded, in the store)
