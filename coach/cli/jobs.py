@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 import sys
 import threading
@@ -58,6 +59,9 @@ def _backend(name: str, cpu: float | None, store: Store):
         return connect(log_dir=store.path.parent / "logs")
     from coach.backends.local import LocalBackend
 
+    if cpu is not None and cpu > (cores := os.cpu_count() or 1):   # allowed: an experiment may pack more
+        console.print(f"note: --cpu {cpu:g} is more than this machine's {cores} cores: the functions share them, "
+                      "so each reads slower than it would alone", style="yellow")
     return LocalBackend(cpu=cpu, log_dir=store.path.parent / "logs")
 
 
