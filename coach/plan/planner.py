@@ -497,8 +497,10 @@ def _reason(d: JobDemand, ws: tuple[int, int], room: _Room) -> str:
     if d.epoch_budget is not None and (w, s) == (1, 1):
         cost = predicted_epoch_cost(d, 1, 1)
         if cost > d.epoch_budget:
-            reason += (f"; even the minimum's predicted epoch cost {cost:.4g} exceeds the epoch budget "
-                       f"{d.epoch_budget:.4g}")
+            over = f" over {d.remaining_epochs:.3g} epochs predicted left" if d.remaining_epochs else ""
+            reason += (f"; even the minimum's predicted epoch cost {cost:.4g} is above the epoch budget "
+                       f"{d.epoch_budget:.4g} (the budget left{over}): it trains on the minimum while the "
+                       "budget lasts")
     return reason
 
 

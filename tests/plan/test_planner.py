@@ -117,6 +117,10 @@ def test_never_below_one_scheduler_one_server_one_worker():
     out = plan([job("a", scaling_speed(), epoch_budget=0.0)], capacity_cpu=2, capacity_memory_gib=8)
     assert (out["a"].workers, out["a"].servers) == (1, 1)
     assert "even the minimum" in out["a"].reason
+    # a share, not a stop: it read "exceeds the epoch budget" and the job ran 3 more epochs (review)
+    assert "(the budget left over 4 epochs predicted left): it trains on the minimum while the budget lasts" \
+        in plan([job("a", scaling_speed(), epoch_budget=0.0, remaining_epochs=4.0)], capacity_cpu=2,
+                capacity_memory_gib=8)["a"].reason
 
 
 def test_minimum_that_does_not_fit_waits_and_later_jobs_do_not_overtake():
