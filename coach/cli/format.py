@@ -75,7 +75,7 @@ def eta_text(job: JobRecord, now: float | None = None) -> str:
             return f"target below asymptote {asymptote:.3g}: may never reach it{paid}"
         return f"not expected within max_epochs{paid}"   # the loop's horizon is what max_epochs leaves
     if e.get("epochs_left") is None:
-        return "?"
+        return f"?{paid}"
     hi = "?" if e.get("hi") is None else e["hi"]
     secs, lo_s, hi_s = seconds_left(job, now)
     span = f" [{duration(lo_s)}–{duration(hi_s)}]" if hi_s is not None else ""

@@ -367,8 +367,9 @@ class JobLoop:
         if self._streak(history) >= self.spec.consecutive:   # done: no ETA left to show
             return None, {}
         fit, speed = self._convergence(history, interval), self._speed(history)
-        if fit is None:
-            return None, {}
+        if fit is None:   # no ETA yet, but perhaps already a budget that ends the job first
+            paid = self._budget_epochs(history, speed, w, s, self.spec.max_epochs - _trained(history))
+            return None, ({} if paid is None else {"epochs_left": None, "budget_epochs": paid, "at": time.time()})
         between = between_epochs_s(history, self._started)
         seconds = (self._epoch_seconds(history, speed, w, s) or history[-1].duration_s) + between
         done = progress_of(history, self.n_train)[-1]
@@ -379,16 +380,21 @@ class JobLoop:
                 "asymptote": e.asymptote, "at": time.time(), "between_epochs_s": round(between, 3),
                 "earlier": e.earlier or None,
                 "earlier_weight": round(e.earlier_weight, 3)}
-        # the budget may end the job first: said beside the ETA (it read "ETA 9 epochs" two epochs
-        # before the job stopped on its budget), as what max_epochs leaves is
+        if (paid := self._budget_epochs(history, speed, w, s, self._epochs_left(e, history))) is not None:
+            info["budget_epochs"] = paid
+        return e, info
+
+    def _budget_epochs(self, history: list[EpochRecord], speed, w: int, s: int, runs: int) -> int | None:
+        """How many more epochs on (w, s) the budget pays for, when fewer than the `runs` the job
+        has left: said beside the ETA (it read "ETA 9 epochs" two epochs before the job stopped on
+        its budget), as what max_epochs leaves is, and before there is an ETA (a job tight on
+        budget stopped after 2 epochs without a word)."""
         per_epoch = predicted_epoch_cost(JobDemand(self.run.job_id, speed, None, float(self.n_train),
                                                    resources=self.spec.resources, prices=self.spec.prices,
                                                    overhead_s=self._charged_overhead(history)),
                                          w, s)
-        left, runs = self._budget_left(), self._epochs_left(e, history)
-        if per_epoch and per_epoch * runs > left:
-            info["budget_epochs"] = max(0, int(left // per_epoch))
-        return e, info
+        left = self._budget_left()
+        return max(0, int(left // per_epoch)) if per_epoch and per_epoch * runs > left else None
 
     def _beside(self, history: list[EpochRecord], w: int, s: int, shown: dict[str, Any]) -> Callable[[], None]:
         """Show an epoch's loss with its ETA from a thread while the next epoch runs: the ETA's

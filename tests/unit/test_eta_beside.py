@@ -149,3 +149,18 @@ def test_the_eta_beside_the_next_epoch_is_predicted_on_its_allocation(tmp_path: 
     loop._show_beside()
     loop._shown()
     assert store.job("j-000000").eta["seconds"] == pytest.approx(seconds[(2, 1)], rel=0.05)
+
+
+def test_before_there_is_an_eta_a_budget_that_ends_the_job_first_is_said(tmp_path: Path, coach_home: Path) -> None:
+    """One epoch fits no curve, so there is no ETA; a job tight on budget stopped after its
+    second epoch without a word before. Now what the budget pays for is shown from epoch 1."""
+    loop, store = _loop(tmp_path)
+    history = _history(1)
+    assert loop._convergence(history, False) is None   # no fit: the case here
+    assert loop._predict(history, 1, 1) == (None, {})   # the budget (1.0) pays for every epoch up to max_epochs
+    loop._budget_left = lambda: 1.0
+    paid_by_one = loop._budget_epochs(history, loop._speed(history), 1, 1, 10**9)   # how many epochs 1.0 pays for
+    assert paid_by_one > 100   # so that 2.5 / paid_by_one is 2.5 epochs' cost, to within 1%
+    loop._budget_left = lambda: 2.5 / paid_by_one
+    e, info = loop._predict(history, 1, 1)
+    assert e is None and info["epochs_left"] is None and info["budget_epochs"] == 2, info

@@ -32,6 +32,10 @@ def job(status: str = "training", target: float = 0.3, val: float | None = 0.5, 
                      "target below asymptote 0.35: may never reach it; the budget pays for ~4 more epochs",
                      id="below-asymptote-budget-first"),
         pytest.param(job(reachable=True, asymptote=0.1, epochs_left=None), "?", id="no-count"),
+        # no fit yet (too few epochs), but a budget that ends the job first: a job stopped after 2
+        # epochs without a word
+        pytest.param(job(epochs_left=None, budget_epochs=1, at=NOW), "?; the budget pays for ~1 more epoch",
+                     id="no-eta-yet-budget-first"),
         pytest.param(job(reachable=True, asymptote=0.1, epochs_left=1, lo=1, hi=None, seconds=30.0,
                          seconds_lo=30.0, seconds_hi=None, at=NOW),
                      "1 epoch (1–?), ~30s", id="maybe-never"),
