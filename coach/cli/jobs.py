@@ -164,7 +164,9 @@ def _warming(runner: Any) -> Iterator[None]:
 
 
 def submit(job_files: List[Path] = typer.Argument(..., metavar="JOB_FILE", help="One or more job files (YAML)."),
-           backend: str = BackendOpt, cpu: Optional[float] = CpuOpt, json_out: bool = JsonOpt) -> None:
+           backend: str = BackendOpt, cpu: Optional[float] = CpuOpt,
+           json_out: bool = typer.Option(False, "--json", help="Print the jobs' final records as JSON on stdout "
+                                                                 "(progress goes to stderr either way).")) -> None:
     """Train the jobs concurrently until each reaches its target (exit 0), or stops short (1)."""
     from coach.spec import load_spec
 
