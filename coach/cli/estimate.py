@@ -35,7 +35,7 @@ class Curve:
 
     epochs: list[float]        # as in the file
     losses: list[float]
-    offset: float              # model progress = file epoch + offset (nonzero only if the file starts at ≤ 0)
+    offset: float              # model progress = file epoch + offset (0 when the file starts within epoch 1)
     train_losses: list[float] | None = None   # a `train_loss` column, if the header names one
 
 
@@ -114,7 +114,12 @@ def read_curve(path: Path) -> Curve:
         losses.append(loss)
     if len(epochs) < 3:
         raise SpecError(source, "", f"need at least 3 rows of 'epoch,loss' to fit a curve, got {len(epochs)}")
-    offset = 1.0 - epochs[0] if epochs[0] <= 0 else 0.0
+    # the fit's progress starts at 1 on the first row, unless that row is within epoch 1 (a curve
+    # logged each half epoch): a file from epoch 100 on, after a drop of the learning rate, falls
+    # as a new curve, which 1/(b0·k + b1) + b2 at k = 100… cannot follow (b1 ≥ 0): it was fitted
+    # flat above its last losses and read unreachable. Counted from the file's start, the family
+    # still holds every curve it held counted from epoch 1 (b1 + 99·b0 ≥ 0)
+    offset = 0.0 if 0 < epochs[0] <= 1 else 1.0 - epochs[0]
     return Curve(epochs, losses, offset, train if i_train is not None else None)
 
 
