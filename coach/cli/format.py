@@ -59,14 +59,31 @@ def elapsed(job: JobRecord, events: Iterable[Mapping[str, Any]], now: float | No
 
 
 def eta_text(job: JobRecord, now: float | None = None) -> str:
-    """'3 epochs (2–5), ~45s [30s–1m20s]', or why there is no ETA.
+    """'3 epochs (2–5), ~45s [30s–1m20s]', or why there is no ETA; 'wait ~9s, then …' while the
+    job waits for room (the coordinator's expected wait; only the message said it before).
 
     The times count down from when the ETA was predicted (`eta["at"]`) to `now`, so a
     status read between epochs shows what is left, not what was left at the last epoch.
     """
-    e: dict[str, Any] = job.eta or {}
+    wait = wait_left(job, now)
+    e = {k: v for k, v in (job.eta or {}).items() if k not in ("wait_s", "wait_at")}
     if job.status in FINAL_STATUSES or not e:
-        return "-"
+        return "-" if wait is None else f"wait ~{duration(wait)}"
+    text = _epochs_left_text(job, e, now)
+    return text if wait is None else f"wait ~{duration(wait)}, then {text}"
+
+
+def wait_left(job: JobRecord, now: float | None = None) -> float | None:
+    """The expected wait for room of a job waiting now, counted down from when it was said
+    (`eta["wait_at"]`) to `now`, never below 0; None if it does not wait or the wait is unknown."""
+    e: dict[str, Any] = job.eta or {}
+    if job.status in FINAL_STATUSES or e.get("wait_s") is None:
+        return None
+    now = time.time() if now is None else now
+    return max(0.0, float(e["wait_s"]) - (now - float(e.get("wait_at", now))))
+
+
+def _epochs_left_text(job: JobRecord, e: dict[str, Any], now: float | None) -> str:
     budget = e.get("budget_epochs")
     paid = f"; the budget pays for ~{budget} more epoch{'' if budget == 1 else 's'}" if budget is not None else ""
     if not e.get("reachable", True):

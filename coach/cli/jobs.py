@@ -112,7 +112,8 @@ def _job_json(job: JobRecord, events: list[dict[str, Any]]) -> dict[str, Any]:
     chosen = fields.pop("earlier_job")
     eta_s, lo_s, hi_s = fmt.seconds_left(job)   # counted down to now, as the table shows it
     return dict(fields, earlier_jobs=[] if chosen in ("", NONE_FOUND) else chosen.split(","),
-                elapsed_s=fmt.elapsed(job, events), eta_s=eta_s, eta_interval_s=[lo_s, hi_s])
+                elapsed_s=fmt.elapsed(job, events), eta_s=eta_s, eta_interval_s=[lo_s, hi_s],
+                wait_s=fmt.wait_left(job))
 
 
 def _run(specs: dict[str, Any], backend: Any, json_out: bool, store: Store) -> None:

@@ -85,6 +85,7 @@ class Coordinator:
         self._demands: dict[str, JobDemand] = {}
         self._held: dict[str, _Held] = {}
         self._since: dict[str, float] = {}      # wall time each job first asked: its priority
+        self.expected_wait_s: dict[str, float | None] = {}   # what each job's last reason to wait said
 
     def never_fits(self, demand: JobDemand, now: bool = False) -> str | None:
         """Why the job's minimum does not fit even the whole capacity (on a cluster: laid out on
@@ -171,7 +172,8 @@ class Coordinator:
                     raise BackendError(f"the job no longer fits the backend's capacity ({whole.cpu:g} cores, "
                                        f"{whole.memory_gib:g} GiB): {gone}")
                 return None
-            why = self._why_waiting(demand, others, queued=grant is not None, asked_at=asked_at)
+            why, self.expected_wait_s[job_id] = self._why_waiting(demand, others, queued=grant is not None,
+                                                                  asked_at=asked_at)
             if self._store is not None:
                 self._store.wait_for_lease(job_id, *min_resources(demand), since=asked_at)
             on_wait(why)
@@ -277,7 +279,8 @@ class Coordinator:
                 return d
         return None
 
-    def _why_waiting(self, demand: JobDemand, others: _Elsewhere, queued: bool, asked_at: float) -> str:
+    def _why_waiting(self, demand: JobDemand, others: _Elsewhere, queued: bool,
+                     asked_at: float) -> tuple[str, float | None]:
         with self._cond:
             running = self._running(demand.job_id, others)
             free_cpu = self.capacity.cpu - sum(h.cpu for h in running)
@@ -307,7 +310,7 @@ class Coordinator:
                 + (f"; {', '.join(a.job_id for a in asked_first) or 'a job'} of another `coach submit` asked first"
                    if queued else "")
                 + (f"; {first.job_id}, waiting since before this job, takes it first" if first else "") + "; "
-                + ("expected wait unknown" if wait is None else f"expected wait ~{wait:.0f}s"))
+                + ("expected wait unknown" if wait is None else f"expected wait ~{wait:.0f}s")), wait
 
     def release(self, job_id: str, done: bool = False) -> None:
         # the store first: a job woken here must find the lease gone there too, or the store

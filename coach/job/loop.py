@@ -202,6 +202,8 @@ class JobLoop:
         self._unshown: tuple | None = None   # the last epoch's (history, w, s, loss fields), not yet shown
         self._showing: Callable[[], None] | None = None   # waits until `_beside` has shown them
         self._started = time.time()   # this run's epochs: the gaps of a stop and resume are no wait
+        self._wait: dict[str, float] = {}   # the expected wait shown in the ETA while the job waits for room
+        self._eta_lock = threading.Lock()   # the ETA's thread and the wait both write the stored ETA
 
     # -- helpers ---------------------------------------------------------------------------
     def _event(self, kind: str, message: str) -> None:
@@ -358,8 +360,11 @@ class JobLoop:
                 e, job["eta"] = self._predict(history, w, s)
                 self._eta = (len(history), e)
         finally:   # the loss is stored even if a prediction fails
-            if job:
-                self.store.update_job(self.run.job_id, **job)
+            with self._eta_lock:
+                if "eta" in job:
+                    job["eta"] = dict(job["eta"], **self._wait)
+                if job:
+                    self.store.update_job(self.run.job_id, **job)
         return self._eta[1]
 
     def _predict(self, history: list[EpochRecord], w: int, s: int,
@@ -773,9 +778,11 @@ class JobLoop:
         def on_wait(why: str) -> None:
             nonlocal last_reason
             last_reason = why
-            self._waiting_beside(why)
+            self._waiting_beside(why, coord.expected_wait_s.get(job_id))
 
         alloc = coord.acquire(demand, on_wait, timeout_s=timeout_s, epoch_s=epoch_s, should_stop=self._stop_requested)
+        if last_reason:
+            self._waiting(self.store.job(job_id).message)   # the wait is over: its expected end goes
         if alloc is not None and last_reason:   # after the fact, `coach events` explains a slow job
             why = last_reason.removeprefix("waiting for capacity: ").rsplit("; expected wait", 1)[0]
             self._event("waited", f"{time.monotonic() - start:.1f} s for ({alloc.workers}, {alloc.servers}): {why}")
@@ -798,13 +805,23 @@ class JobLoop:
                             f"validation loss {job.val_loss if job.val_loss is not None else float('nan'):.4g}",
                             eta=eta)
 
-    def _waiting_beside(self, why: str) -> None:
+    def _waiting_beside(self, why: str, wait_s: float | None = None) -> None:
         """A wait for room, the coordinator's or a deploy's: the last epoch's loss and ETA are shown
         meanwhile, not once the next epoch's events are sent (`_beside`)."""
         self._show_beside()
-        self._waiting(why)
+        self._waiting(why, wait_s)
 
-    def _waiting(self, why: str) -> None:
-        job = self.store.job(self.run.job_id)
-        if job.message != why:
-            self.store.update_job(self.run.job_id, message=why)
+    def _waiting(self, why: str, wait_s: float | None = None) -> None:
+        """Say why the job waits, and its expected wait in its ETA (None: unknown, or over), where
+        `coach status` shows it in the ETA column and `--json` as `wait_s`: before, only the
+        message's text said it."""
+        with self._eta_lock:
+            job = self.store.job(self.run.job_id)
+            changes: dict[str, Any] = {"message": why} if job.message != why else {}
+            wait = None if wait_s is None else round(wait_s)   # as the message's text says it
+            if self._wait.get("wait_s") != wait:
+                self._wait = {} if wait is None else {"wait_s": wait, "wait_at": time.time()}
+                changes["eta"] = dict({k: v for k, v in job.eta.items() if k not in ("wait_s", "wait_at")},
+                                      **self._wait)
+            if changes:
+                self.store.update_job(self.run.job_id, **changes)

@@ -36,6 +36,7 @@ def test_second_job_waits_with_a_reason_and_expected_wait_then_runs() -> None:
     reasons: list[str] = []
     assert coord.acquire(demand("b"), reasons.append, timeout_s=0.3) is None
     assert reasons and "waiting for capacity" in reasons[0] and "expected wait ~30s" in reasons[0]
+    assert coord.expected_wait_s["b"] == pytest.approx(30, abs=1)   # for the job's ETA, as its message says
     got = []
     t = threading.Thread(target=lambda: got.append(coord.acquire(demand("b"))))
     t.start()
@@ -124,6 +125,7 @@ def test_room_other_work_holds_is_waited_for_not_refused() -> None:
     told: list[str] = []
     assert coord.acquire(demand("a"), told.append, timeout_s=0.2) is None
     assert told and "other work on the cluster holds 1.5 cores / 2 GiB; expected wait unknown" in told[-1], told
+    assert coord.expected_wait_s["a"] is None
     assert Coordinator(Capacity(cpu=0.5, memory_gib=6, total=Capacity(cpu=0.5, memory_gib=8))).never_fits(demand("a"))
 
 

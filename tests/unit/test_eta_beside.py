@@ -164,3 +164,23 @@ def test_before_there_is_an_eta_a_budget_that_ends_the_job_first_is_said(tmp_pat
     loop._budget_left = lambda: 2.5 / paid_by_one
     e, info = loop._predict(history, 1, 1)
     assert e is None and info["epochs_left"] is None and info["budget_epochs"] == 2, info
+
+
+def test_a_job_waiting_for_room_shows_its_expected_wait_in_its_eta(tmp_path: Path, coach_home: Path) -> None:
+    """The coordinator's expected wait was only in the message's text: `coach status` showed "-"
+    in the ETA column and `--json` no figure (review, session 41). It goes once the wait is over,
+    and an ETA stored meanwhile (the last epoch's, from its thread) keeps it."""
+    from coach.cli.format import eta_text
+
+    loop, store = _loop(tmp_path)
+    waiting = lambda: replace(store.job("j-000000"), status="queued")   # noqa: E731 (no process runs it here)
+    loop._waiting("waiting for capacity: …; expected wait ~9s", 9.3)
+    assert store.job("j-000000").eta["wait_s"] == 9 and eta_text(waiting()).startswith("wait ~")
+    history = _history(6)
+    loop._update_eta(history, 1, 1, **_shown(history))   # the last epoch's ETA, stored while it waits
+    eta = store.job("j-000000").eta
+    assert eta["wait_s"] == 9 and eta["epochs_left"] >= 1
+    assert ", then " in eta_text(waiting())
+    loop._waiting("waiting for capacity: …; expected wait unknown", None)   # unknown, or over
+    eta = store.job("j-000000").eta
+    assert "wait_s" not in eta and eta["epochs_left"] >= 1

@@ -32,6 +32,13 @@ def job(status: str = "training", target: float = 0.3, val: float | None = 0.5, 
                      "target below asymptote 0.35: may never reach it; the budget pays for ~4 more epochs",
                      id="below-asymptote-budget-first"),
         pytest.param(job(reachable=True, asymptote=0.1, epochs_left=None), "?", id="no-count"),
+        # waiting for room: the expected wait, counted down, before what follows it (it was only in
+        # the message's text)
+        pytest.param(job(status="queued", wait_s=9, wait_at=NOW - 2), "wait ~7s", id="queued-waits"),
+        pytest.param(job(reachable=True, asymptote=0.1, epochs_left=3, lo=3, hi=5, seconds=15.0,
+                         seconds_lo=15.0, seconds_hi=25.0, at=NOW, wait_s=30, wait_at=NOW),
+                     "wait ~30s, then 3 epochs (3–5), ~15s [15s–25s]", id="waits-between-epochs"),
+        pytest.param(job(status="stopped", wait_s=9, wait_at=NOW), "-", id="no-wait-once-over"),
         # no fit yet (too few epochs), but a budget that ends the job first: a job stopped after 2
         # epochs without a word
         pytest.param(job(epochs_left=None, budget_epochs=1, at=NOW), "?; the budget pays for ~1 more epoch",
