@@ -17,6 +17,7 @@ from rich.text import Text
 
 from coach import cluster
 from coach.errors import CoachError
+from coach.estimate.cost import DEFAULT_RESOURCES
 from coach.identity import process_identity, still_running
 from coach.state.records import FINAL_STATUSES
 from coach.state.store import Store, coach_home
@@ -85,7 +86,12 @@ def _shape(nodes: int, size: tuple[float, float]) -> str:
     """`3 nodes × (4 CPU, 8 GiB)`; `no nodes` where a size would describe nothing (`--nodes 0`)."""
     if nodes == 0:
         return "no nodes (no pod can be placed: add some with `coach cluster up --nodes N`)"
-    return f"{nodes} node{'s' * (nodes != 1)} × ({_size(*size)})"
+    shape = f"{nodes} node{'s' * (nodes != 1)} × ({_size(*size)})"
+    least = min(DEFAULT_RESOURCES.values(), key=lambda r: (r.cpu, r.memory_gib))
+    if size[0] < least.cpu or size[1] < least.memory_gib:   # `--cpu 1m` was taken without a word
+        shape += (f" (no pod fits: the smallest function asks {_size(least.cpu, least.memory_gib)} by default; "
+                  "`--cpu`/`--memory` make bigger nodes)")
+    return shape
 
 
 def _nodes(sizes: list[tuple[float, float]]) -> str:
@@ -170,7 +176,9 @@ def compare(workload: Optional[Path] = WORKLOAD, jobs: Optional[int] = JOBS,
                                                help=f"Seed of the random workload (same seed, same jobs; default "
                                                     f"{RANDOM_SEED}; not with a workload file)."),
             gap: Optional[float] = GAP, stall: float = STALL, schedulers: Optional[str] = SCHEDULERS,
-            json_out: bool = JSON, plot: Optional[Path] = PLOT) -> None:
+            json_out: bool = JSON, plot: Optional[Path] = PLOT,
+            force: bool = typer.Option(False, "--force", help="Run even beside this machine's Coach jobs on the "
+                                                              "cluster, whose room the runs then lack.")) -> None:
     """Run one workload of Coach jobs through each scheduler in turn (default-scheduler, then
     coach-gang, unless --schedulers says otherwise) on the running control plane; compare
     waits, deadlocks, room held by half-placed groups and jobs split across nodes."""
@@ -185,6 +193,8 @@ def compare(workload: Optional[Path] = WORKLOAD, jobs: Optional[int] = JOBS,
     seed = RANDOM_SEED if seed is None else seed
     if not st.running or st.kubeconfig is None:
         raise cluster.ClusterError(st.not_running())
+    if not force:   # beside a training job both runs read "stalled after 6 s" (review, session 41)
+        _refuse_while_jobs_run("`coach cluster compare --force` runs beside them, on the room they leave")
     missing = [n for n in names if n not in st.schedulers]
     if missing:
         raise cluster.ClusterError(f"the running control plane has no {', '.join(missing)} scheduler (an older coach "

@@ -94,6 +94,10 @@ def test_down_refuses_while_a_job_runs_on_the_cluster_and_force_overrides(contro
     assert ("1 job still runs on the cluster backend: job-on-cluster (running); `coach stop JOB` stops one "
             "after its epoch, `coach cluster down --force` stops the cluster under them") in down.stderr
     assert run("status").returncode == 0   # nothing was stopped
+    # a comparison beside it would read its room as the schedulers' failure
+    compare = run("compare", "--jobs", "1")
+    assert compare.returncode == 1 and ("`coach cluster compare --force` runs beside them, on the room they "
+                                        "leave") in compare.stderr, compare.stderr
     # reshaping the nodes deleted the job's pods too; the same shape again only prints the kubeconfig
     before = run("status").stdout
     reshape = run("up", "--nodes", "1", "--cpu", "500m", "--memory", "1Gi")

@@ -130,3 +130,6 @@ def test_cluster_up_names_the_shape_it_made(nodes: int, text: str) -> None:
     from coach.cli.cluster import _shape
 
     assert _shape(nodes, (4.0, 8.0)) == text
+    # nodes too small for any function (`--cpu 1m`) were taken without a word
+    assert _shape(1, (0.001, 4.0)) == ("1 node × (0.001 CPU, 4 GiB) (no pod fits: the smallest function asks "
+                                       "0.1 CPU, 0.25 GiB by default; `--cpu`/`--memory` make bigger nodes)")
