@@ -49,8 +49,11 @@ def up(nodes: Optional[int] = typer.Option(None, "--nodes", min=0, help=(
     size = cluster.control_plane.node_shape(nodes, cpu, memory)
     if not force and (change := cluster.control_plane.disturbs(nodes, cpu, memory)):
         _refuse_while_jobs_run(f"`coach cluster up --force` {change} under them")
+    same = running is not None and (running.nodes, running.cpu, running.memory) == (nodes, cpu, memory) \
+        and cluster.status().running
     kubeconfig = cluster.up(nodes=nodes, cpu=cpu, memory=memory)
-    err.print(f"control plane up: {_shape(nodes, size)}; schedulers: {', '.join(cluster.control_plane.SCHEDULERS)}")
+    err.print(f"control plane {'already up, unchanged' if same else 'up'}: {_shape(nodes, size)}; "
+              f"schedulers: {', '.join(cluster.control_plane.SCHEDULERS)}")
     print(kubeconfig)
 
 

@@ -51,7 +51,8 @@ def test_up_is_idempotent_and_prints_the_kubeconfig_last(control_plane: Path) ->
     assert caps == {"2"}
     # no flags, as the message of a stopped component advises: the shape stays (it was reset to the defaults)
     again = run("up")
-    assert again.returncode == 0 and "control plane up: 3 nodes × (2 CPU, 4 GiB)" in again.stderr, again.stderr
+    assert again.returncode == 0 and "control plane already up, unchanged: 3 nodes × (2 CPU, 4 GiB)" in again.stderr, \
+        again.stderr
 
 
 @pytest.mark.parametrize("args, message", [
@@ -104,6 +105,7 @@ def test_down_refuses_while_a_job_runs_on_the_cluster_and_force_overrides(contro
     assert reshape.returncode == 1 and "`coach cluster up --force` reshapes the nodes under them" in reshape.stderr
     same = run("up", "--nodes", "2", "--cpu", "4", "--memory", "8Gi")
     assert same.returncode == 0 and same.stdout.strip().splitlines()[-1] == str(control_plane), same.stderr
+    assert "control plane already up, unchanged: 2 nodes × (4 CPU, 8 GiB)" in same.stderr, same.stderr
     assert run("status").stdout == before
     # --force goes ahead (here on a cluster folder of its own: the session's stays up)
     forced = run("down", "--force", env={"COACH_CLUSTER_DIR": str(tmp_path / "other")})
