@@ -126,7 +126,8 @@ def loss_text(job: JobRecord) -> str:
 def job_row(job: JobRecord, events: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     return {
         "job": job.job_id, "status": job.status, "epoch": str(job.epoch),
-        "val loss / target": loss_text(job), "(w, s)": f"({job.workers}, {job.servers})",
+        "val loss / target": loss_text(job),
+        "(w, s)": f"({job.workers}, {job.servers})" if job.workers else "-",   # queued: none yet, not "(0, 0)"
         "spent / budget": f"{job.spent:.4g} / {job.budget:g}", "elapsed": duration(elapsed(job, events)),
         "ETA": eta_text(job),
     }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from coach.cli.format import clock_times, elapsed, eta_text, loss_text, seconds_left
@@ -226,3 +228,10 @@ def test_progress_lines_of_every_status_keep_their_columns() -> None:
     width = max(map(len, statuses))   # as the progress view passes it: the longest shown together
     lines = [progress_line(job(status=s, epoch=3), [], width) for s in statuses]
     assert len({line.index(" epoch ") for line in lines}) == 1, lines
+
+
+def test_a_job_without_functions_yet_shows_no_allocation() -> None:
+    from coach.cli.format import job_row
+
+    assert job_row(job(status="queued"), [])["(w, s)"] == "-"   # it read "(0, 0)"
+    assert job_row(replace(job(), workers=2, servers=1), [])["(w, s)"] == "(2, 1)"
