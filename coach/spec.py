@@ -274,7 +274,9 @@ def _dataset(r: _Reader, base: Path) -> dict[str, Any]:
             raise r.fail("dataset.path", f"cifar10 needs a local folder, got {_shown(d.get('path'))}; {CIFAR_HELP}")
         root = _local_path(r, "dataset.path", base, d["path"])
         missing = cifar_missing(root)
-        if root.exists() and not root.is_dir():
+        if not root.exists():   # it read "/nonexistent lacks data_batch_1, …"
+            raise r.fail("dataset.path", f"{root} does not exist; {CIFAR_HELP}")
+        if not root.is_dir():
             raise r.fail("dataset.path", f"{root} is a file, not a folder; {CIFAR_HELP}")
         if missing:
             raise r.fail("dataset.path", f"{root} lacks {', '.join(missing)}; {CIFAR_HELP}")

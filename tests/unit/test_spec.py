@@ -105,8 +105,11 @@ BROKEN = [
     ("missing-model-file", dict(GOOD, model="nope.py"), "model", "does not exist"),
     ("unknown-dataset", dict(GOOD, dataset="imagenet"), "dataset.name", "unknown dataset 'imagenet'"),
     ("cifar-without-path", dict(GOOD, dataset={"name": "cifar10"}), "dataset.path", "cifar-10-python"),
-    ("cifar-missing-files", dict(GOOD, dataset={"name": "cifar10", "path": "/nonexistent"}), "dataset.path",
-     "data_batch_1"),
+    ("cifar-missing-files", dict(GOOD, dataset={"name": "cifar10", "path": "/tmp"}), "dataset.path",
+     "/tmp lacks data_batch_1"),
+    # it said "/nonexistent lacks data_batch_1, …"
+    ("cifar-no-such-folder", dict(GOOD, dataset={"name": "cifar10", "path": "/nonexistent"}), "dataset.path",
+     "/nonexistent does not exist; "),
     # it said "/etc/hostname lacks data_batch_1, …"
     ("cifar-path-a-file", dict(GOOD, dataset={"name": "cifar10", "path": __file__}), "dataset.path",
      f"{__file__} is a file, not a folder"),
