@@ -35,7 +35,7 @@ class Curve:
 
     epochs: list[float]        # as in the file
     losses: list[float]
-    offset: float              # model progress = file epoch + offset (0 when the file starts within epoch 1)
+    offset: float              # model progress = file epoch + offset (nonzero only if the file starts at ≤ 0)
     train_losses: list[float] | None = None   # a `train_loss` column, if the header names one
 
 
@@ -114,12 +114,7 @@ def read_curve(path: Path) -> Curve:
         losses.append(loss)
     if len(epochs) < 3:
         raise SpecError(source, "", f"need at least 3 rows of 'epoch,loss' to fit a curve, got {len(epochs)}")
-    # the fit's progress starts at 1 on the first row, unless that row is within epoch 1 (a curve
-    # logged each half epoch): a file from epoch 100 on, after a drop of the learning rate, falls
-    # as a new curve, which 1/(b0·k + b1) + b2 at k = 100… cannot follow (b1 ≥ 0): it was fitted
-    # flat above its last losses and read unreachable. Counted from the file's start, the family
-    # still holds every curve it held counted from epoch 1 (b1 + 99·b0 ≥ 0)
-    offset = 0.0 if 0 < epochs[0] <= 1 else 1.0 - epochs[0]
+    offset = 1.0 - epochs[0] if epochs[0] <= 0 else 0.0
     return Curve(epochs, losses, offset, train if i_train is not None else None)
 
 
@@ -190,6 +185,13 @@ def estimate(
         if (start := rising(data.epochs, data.losses)) is not None:
             note = (f"the loss rises ({data.losses[start]:.4g} at epoch {data.epochs[start]:g}, {data.losses[-1]:.4g} "
                     f"at epoch {data.epochs[-1]:g}): overfitting or diverging, where no falling curve fits; {note}")
+    if data.epochs[0] > 1 and max(data.losses[-3:]) < fit.b2:   # the fit runs above the file's last losses
+        # epochs 100-109 falling as a new curve (after a drop of the learning rate) cannot be
+        # followed at k = 100… (b1 ≥ 0): it read "unreachable" with no word why. Counting the
+        # file from 1 instead fitted excerpts of smooth curves worse (noise, `--earlier`), so it is said
+        note = (f"the fit runs above the last losses: epochs are counted from the start of training, and a "
+                f"file from epoch {data.epochs[0]:g} on that starts a new curve (a drop of the learning rate) "
+                f"cannot be followed there; renumber its rows from 1 to fit it as one; {note}")
     # l(e) = 1/(b0·e + b1) + b2 in the file's epoch numbers (the fit's k is e + offset); a plateau
     # is b0 = 0 with no b1 to speak of
     b0, b1, b2 = (float(f"{v:.6g}") for v in (fit.b0, fit.b1 + fit.b0 * data.offset, fit.b2))

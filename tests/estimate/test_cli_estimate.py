@@ -82,15 +82,19 @@ def test_file_counting_from_zero_keeps_its_numbering(tmp_path):
     assert run(str(path), "--target", "0.2")["interval"] == [0.5, 0.5]
 
 
-def test_a_file_that_starts_late_is_fitted_from_its_first_row(tmp_path):
+def test_a_file_that_starts_a_new_curve_late_is_told_why_it_does_not_fit(tmp_path):
     """Epochs 100-109 falling as a new curve (after a drop of the learning rate, say) were fitted
-    flat at 0.368, above the last three losses, and read unreachable (review, session 41)."""
+    flat above the last three losses and read unreachable without a word (review, session 41).
+    Counted from the start of training they cannot be followed; renumbered from 1 they are."""
     k = np.arange(1, 11)
     late = run(str(write_curve(tmp_path, k + 99, 1 / (0.5 * k + 1.0) + 0.1)), "--target", "0.25")
-    assert late["reachable"] and late["epochs_to_target"] == 111   # k = 12: 1/7 + 0.1 = 0.243
-    # an excerpt of a curve counted from epoch 1 is still followed: epochs 11-30 of the same curve
+    assert not late["reachable"] and late["note"].startswith("the fit runs above the last losses: "), late
+    assert "renumber its rows from 1" in late["note"]
+    assert run(str(write_curve(tmp_path, k, 1 / (0.5 * k + 1.0) + 0.1)), "--target", "0.25")["epochs_to_target"] == 12
+    # an excerpt of a curve counted from epoch 1 is followed, and nothing is said
     k = np.arange(11, 31)
-    assert run(str(write_curve(tmp_path, k, 1 / (0.5 * k + 1.0) + 0.1)), "--target", "0.151")["epochs_to_target"] == 38
+    excerpt = run(str(write_curve(tmp_path, k, 1 / (0.5 * k + 1.0) + 0.1)), "--target", "0.151")
+    assert excerpt["epochs_to_target"] == 38 and "renumber" not in excerpt["note"]
 
 
 def test_noisy_curve(tmp_path):
