@@ -47,10 +47,10 @@ def up(nodes: Optional[int] = typer.Option(None, "--nodes", min=0, help=(
                                                                            cp.DEFAULT_MEMORY)
     nodes, cpu, memory = (given if given is not None else old for given, old in zip((nodes, cpu, memory), kept))
     size = cluster.control_plane.node_shape(nodes, cpu, memory)
-    if not force and (change := cluster.control_plane.disturbs(nodes, cpu, memory)):
+    change = cluster.control_plane.disturbs(nodes, cpu, memory)   # None: nothing to do but print the kubeconfig
+    if change and not force:
         _refuse_while_jobs_run(f"`coach cluster up --force` {change} under them")
-    same = running is not None and (running.nodes, running.cpu, running.memory) == (nodes, cpu, memory) \
-        and cluster.status().running
+    same = running is not None and change is None
     kubeconfig = cluster.up(nodes=nodes, cpu=cpu, memory=memory)
     err.print(f"control plane {'already up, unchanged' if same else 'up'}: {_shape(nodes, size)}; "
               f"schedulers: {', '.join(cluster.control_plane.SCHEDULERS)}")
@@ -129,14 +129,22 @@ COMPARING = "compare.run"
 def _refuse_while_jobs_run(override: str) -> None:
     """A job whose pods vanish under it fails its epoch and leaves its spend charged, and a
     comparison loses its runs: say which would, and how to stop them, before taking the cluster
-    away or reshaping it."""
+    away or reshaping it (`override`: what --force does instead)."""
+    _refuse_while_comparing(" (--force goes ahead anyway)")
+    _refuse_beside_jobs(override)
+
+
+def _refuse_while_comparing(force: str = "") -> None:
     try:
         comparing = (cluster.state_dir() / COMPARING).read_text()
     except OSError:
         comparing = ""
     if still_running(comparing):   # `down` during a compare lost its runs to "Connection refused"
         raise CoachError(f"a `coach cluster compare` (pid {comparing.split(':')[1]}) runs on the cluster: let it "
-                         "end, or stop it with Ctrl-C (--force goes ahead anyway)")
+                         f"end, or stop it with Ctrl-C{force}")
+
+
+def _refuse_beside_jobs(override: str) -> None:
     if not (coach_home() / "coach.db").exists():   # no job ever ran here: do not create a store
         return
     running = [j for j in Store().jobs() if j.backend == "cluster" and j.status not in FINAL_STATUSES]
@@ -191,13 +199,14 @@ def compare(workload: Optional[Path] = WORKLOAD, jobs: Optional[int] = JOBS,
     names = parse_schedulers(schedulers)
     plot = _plot_path(plot)
     _check_stall(stall)
+    _refuse_while_comparing()   # a second one read its runs wrong, and removed the first's marker
     st = cluster.status()
     arrivals = _workload(workload, jobs, gap, seed, nodes=st.node_sizes)
     seed = RANDOM_SEED if seed is None else seed
     if not st.running or st.kubeconfig is None:
         raise cluster.ClusterError(st.not_running())
     if not force:   # beside a training job both runs read "stalled after 6 s" (review, session 41)
-        _refuse_while_jobs_run("`coach cluster compare --force` runs beside them, on the room they leave")
+        _refuse_beside_jobs("`coach cluster compare --force` runs beside them, on the room they leave")
     missing = [n for n in names if n not in st.schedulers]
     if missing:
         raise cluster.ClusterError(f"the running control plane has no {', '.join(missing)} scheduler (an older coach "

@@ -11,7 +11,7 @@ from typing import Any, Iterable, Mapping, TextIO
 from rich.console import Console
 
 from coach.errors import SpecError
-from coach.state.records import FINAL_STATUSES, JobRecord
+from coach.state.records import FINAL_STATUSES, WAIT_KEYS, JobRecord
 
 BETWEEN_SHOWN_S = 1.0
 """The ETA names the time between epochs from here: below it is fitting and planning, not waiting."""
@@ -66,7 +66,7 @@ def eta_text(job: JobRecord, now: float | None = None) -> str:
     status read between epochs shows what is left, not what was left at the last epoch.
     """
     wait = wait_left(job, now)
-    e = {k: v for k, v in (job.eta or {}).items() if k not in ("wait_s", "wait_at")}
+    e = {k: v for k, v in (job.eta or {}).items() if k not in WAIT_KEYS}
     if job.status in FINAL_STATUSES or not e:
         return "-" if wait is None else f"wait ~{duration(wait)}"
     text = _epochs_left_text(job, e, now)
@@ -110,7 +110,8 @@ def seconds_left(job: JobRecord, now: float | None = None) -> tuple[float | None
     if job.status in FINAL_STATUSES or not e.get("reachable", True):
         return None, None, None
     now = time.time() if now is None else now
-    since = now - float(e.get("at", now))
+    # the epochs come after the wait: they count down from its expected end ("wait ~15s, then … ~0s")
+    since = max(0.0, now - max(float(e.get("at", now)), float(e.get("wait_at", 0.0)) + float(e.get("wait_s") or 0.0)))
     return tuple(None if e.get(k) is None else max(0.0, e[k] - since)   # type: ignore[return-value]
                  for k in ("seconds", "seconds_lo", "seconds_hi"))
 

@@ -20,7 +20,7 @@ from rich.text import Text
 from coach.cli import format as fmt
 from coach.cli.format import PipeSafeConsole
 from coach.errors import CoachError, SpecError, StateError
-from coach.state.records import FINAL_STATUSES, NONE_FOUND, JobRecord
+from coach.state.records import FINAL_STATUSES, NONE_FOUND, WAIT_KEYS, JobRecord
 from coach.state.store import Store
 
 console = PipeSafeConsole(stderr=True, soft_wrap=True, markup=False)   # messages quote user code: "[/16, /32]"
@@ -234,7 +234,7 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
     if job.status == "budget_exhausted" and (budget is None or budget <= spec.budget):
         next_cost = job.eta.get("next_epoch_cost")   # the least that pays for one more epoch, when known
         least = (f"at least {_rounded_up(job.spent + next_cost)}" if isinstance(next_cost, (int, float))
-                 and job.spent + next_cost > spec.budget else f"more than {spec.budget:.6g}")
+                 and job.spent + next_cost > spec.budget else f"more than {max(spec.budget, job.spent):.6g}")
         why = (f"{job.job_id} stopped on its budget of {spec.budget:.4g} ({job.message}); give a larger --budget, "
                f"{least}")
         raise CoachError(why) if budget is None else SpecError("--budget", "", f"{why}, got {budget:g}")
@@ -297,6 +297,8 @@ def resumed_eta(eta: dict[str, Any], new_budget: bool, now: float | None = None)
     what the old one paid for (it read "the budget pays for ~0 more epochs")."""
     eta = dict(eta, at=time.time() if now is None else now) if "at" in eta else dict(eta)
     eta.pop("next_epoch_cost", None)   # what stopped its last run: predicted again as it runs
+    for key in WAIT_KEYS:   # a wait of its last run ("wait ~0s, then …" once resumed)
+        eta.pop(key, None)
     if new_budget:
         eta.pop("budget_epochs", None)
     return eta

@@ -324,4 +324,5 @@ class Coordinator:
             if done:
                 self._demands.pop(job_id, None)
                 self._since.pop(job_id, None)
+                self.expected_wait_s.pop(job_id, None)
             self._cond.notify_all()

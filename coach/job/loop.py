@@ -34,7 +34,7 @@ from coach.job.earlier import NONE_FOUND, describe, find_earlier, speeds_before
 from coach.job.epoch import Abandoned, EpochOutcome, EpochPlan, EpochRunner, abandoned
 from coach.plan import Allocation, JobDemand, predicted_epoch_cost
 from coach.spec import JobSpec
-from coach.state.records import EpochRecord
+from coach.state.records import WAIT_KEYS, EpochRecord
 from coach.state.store import Store
 
 
@@ -198,7 +198,7 @@ class JobLoop:
         self._speed_cache: tuple | None = None   # (records, SpeedModel | None)
         self._earlier: list[EarlierRun] = []   # earlier runs of the same model and data, found when the job starts
         self._before: list[EpochRecord] = []   # earlier jobs' measured epochs (`speeds_before`)
-        self._eta: tuple | None = None   # (records it was computed from, Eta | None)
+        self._eta: tuple | None = None   # (records it was computed from, Eta | None, the (w, s) it was for)
         self._unshown: tuple | None = None   # the last epoch's (history, w, s, loss fields), not yet shown
         self._showing: Callable[[], None] | None = None   # waits until `_beside` has shown them
         self._started = time.time()   # this run's epochs: the gaps of a stop and resume are no wait
@@ -358,7 +358,7 @@ class JobLoop:
         try:
             if self._eta is None or self._eta[0] != len(history):
                 e, job["eta"] = self._predict(history, w, s)
-                self._eta = (len(history), e)
+                self._eta = (len(history), e, (w, s))
         finally:   # the loss is stored even if a prediction fails
             with self._eta_lock:
                 if "eta" in job:
@@ -424,13 +424,19 @@ class JobLoop:
                 raise errors[0]
         return wait
 
-    def _runs_on(self, w: int, s: int) -> None:
-        """The last epoch's ETA, still to be shown, is for the epochs to come: predicted on the
-        allocation the next one runs on. On the one before, a job the planner had just moved from
-        (2, 2) to (1, 1) read "~18s; the budget pays for ~4 more epochs" and ran 6 (review)."""
+    def _runs_on(self, history: list[EpochRecord], w: int, s: int) -> None:
+        """The last epoch's ETA is for the epochs to come: predicted on the allocation the next one
+        runs on. On the one before, a job the planner had just moved from (2, 2) to (1, 1) read
+        "~18s; the budget pays for ~4 more epochs" and ran 6 (review). Shown while the job waited
+        for room, it was predicted before that allocation was known: it is predicted again, beside
+        the epoch as usual, once that thread is done."""
         if self._unshown is not None:
-            history, _, _, shown = self._unshown
+            _, _, _, shown = self._unshown
             self._unshown = (history, w, s, shown)
+            return
+        self._shown()   # the thread of one shown during a wait (nothing to wait for otherwise)
+        if self._eta is not None and self._eta[0] == len(history) and self._eta[2] != (w, s):
+            self._eta, self._unshown = None, (history, w, s, {})
 
     def _show_beside(self) -> None:
         """Start showing the last epoch's loss and ETA from a thread (`_beside`)."""
@@ -618,7 +624,7 @@ class JobLoop:
                                 "a whole epoch")
                 elif history or (demand.speed is not None and demand.static is None):   # on earlier jobs' speeds
                     self._event("plan", f"epoch {epoch + 1}: ({alloc.workers}, {alloc.servers}): {alloc.reason}")
-                self._runs_on(alloc.workers, alloc.servers)
+                self._runs_on(history, alloc.workers, alloc.servers)
                 epoch += 1
                 history += self._execute("training", epoch, alloc.workers, alloc.servers, None, history,
                                          first=head if self.n_train - head >= alloc.workers else 0,
@@ -821,7 +827,6 @@ class JobLoop:
             wait = None if wait_s is None else round(wait_s)   # as the message's text says it
             if self._wait.get("wait_s") != wait:
                 self._wait = {} if wait is None else {"wait_s": wait, "wait_at": time.time()}
-                changes["eta"] = dict({k: v for k, v in job.eta.items() if k not in ("wait_s", "wait_at")},
-                                      **self._wait)
+                changes["eta"] = dict({k: v for k, v in job.eta.items() if k not in WAIT_KEYS}, **self._wait)
             if changes:
                 self.store.update_job(self.run.job_id, **changes)

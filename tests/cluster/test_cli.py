@@ -106,6 +106,8 @@ def test_down_refuses_while_a_job_runs_on_the_cluster_and_force_overrides(contro
     same = run("up", "--nodes", "2", "--cpu", "4", "--memory", "8Gi")
     assert same.returncode == 0 and same.stdout.strip().splitlines()[-1] == str(control_plane), same.stderr
     assert "control plane already up, unchanged: 2 nodes × (4 CPU, 8 GiB)" in same.stderr, same.stderr
+    plain = run("up", "--memory", "8", "--cpu", "4000m")   # the same sizes written otherwise
+    assert plain.returncode == 0 and "already up, unchanged" in plain.stderr, plain.stderr
     assert run("status").stdout == before
     # --force goes ahead (here on a cluster folder of its own: the session's stays up)
     forced = run("down", "--force", env={"COACH_CLUSTER_DIR": str(tmp_path / "other")})
@@ -414,5 +416,9 @@ def test_down_refuses_while_a_comparison_runs(tmp_path: Path, alive: bool) -> No
     if alive:
         assert proc.returncode == 1 and f"a `coach cluster compare` (pid {os.getpid()}) runs on the cluster: " \
             "let it end, or stop it with Ctrl-C (--force goes ahead anyway)" in proc.stderr, proc.stderr
+        # nor does a second comparison run beside it, --force or not (it removed the first's marker)
+        second = run("compare", "--jobs", "1", "--force", env=env)
+        assert second.returncode == 1 and f"a `coach cluster compare` (pid {os.getpid()}) runs on the cluster: " \
+            "let it end, or stop it with Ctrl-C" in second.stderr and "--force" not in second.stderr, second.stderr
         proc = run("down", "--force", env=env)
     assert proc.returncode == 0 and "nothing was running" in proc.stdout, proc.stdout + proc.stderr

@@ -145,10 +145,18 @@ def test_the_eta_beside_the_next_epoch_is_predicted_on_its_allocation(tmp_path: 
     seconds = {ws: loop._predict(history, *ws, interval=False)[0].seconds for ws in ((1, 1), (2, 1))}
     assert seconds[(2, 1)] < 0.8 * seconds[(1, 1)], seconds   # the two allocations are told apart
     loop._unshown = (history, 1, 1, _shown(history))
-    loop._runs_on(2, 1)   # the planner moved the job back to (2, 1)
+    loop._runs_on(history, 2, 1)   # the planner moved the job back to (2, 1)
     loop._show_beside()
     loop._shown()
     assert store.job("j-000000").eta["seconds"] == pytest.approx(seconds[(2, 1)], rel=0.05)
+    # shown while the job waited for room, before the grant: predicted again on the grant
+    loop._eta, loop._unshown = None, (history, 2, 1, _shown(history))
+    loop._show_beside()   # as `_waiting_beside` does
+    loop._runs_on(history, 1, 1)   # granted (1, 1)
+    loop._show_beside()   # the epoch's events are sent
+    loop._shown()
+    assert store.job("j-000000").eta["seconds"] == pytest.approx(seconds[(1, 1)], rel=0.05)
+    assert store.job("j-000000").val_epoch == "training 6"   # the loss shown then stays
 
 
 def test_before_there_is_an_eta_a_budget_that_ends_the_job_first_is_said(tmp_path: Path, coach_home: Path) -> None:

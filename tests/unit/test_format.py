@@ -41,6 +41,11 @@ def job(status: str = "training", target: float = 0.3, val: float | None = 0.5, 
                          seconds_lo=15.0, seconds_hi=25.0, at=NOW, wait_s=30, wait_at=NOW),
                      "wait ~30s, then 3 epochs (3–5), ~15s [15s–25s]", id="waits-between-epochs"),
         pytest.param(job(status="stopped", wait_s=9, wait_at=NOW), "-", id="no-wait-once-over"),
+        # the epochs come after the wait: their seconds do not count down during it (it read
+        # "wait ~15s, then … ~0s" 15 s into a 30 s wait)
+        pytest.param(job(reachable=True, asymptote=0.1, epochs_left=3, lo=3, hi=5, seconds=15.0,
+                         seconds_lo=15.0, seconds_hi=25.0, at=NOW - 15, wait_s=30, wait_at=NOW - 15),
+                     "wait ~15s, then 3 epochs (3–5), ~15s [15s–25s]", id="epochs-after-the-wait"),
         # no fit yet (too few epochs), but a budget that ends the job first: a job stopped after 2
         # epochs without a word
         pytest.param(job(epochs_left=None, budget_epochs=1, at=NOW), "?; the budget pays for ~1 more epoch",
@@ -203,9 +208,10 @@ def test_a_resumed_eta_counts_from_the_resume_and_forgets_an_old_budget(new_budg
 
     stopped = dict(reachable=True, asymptote=0.1, epochs_left=3, lo=2, hi=5, seconds=30.0, seconds_lo=20.0,
                    seconds_hi=50.0, at=NOW - 3600, budget_epochs=0,   # predicted an hour before the resume
-                   next_epoch_cost=0.002)   # what stopped it: predicted again by the resumed run
+                   next_epoch_cost=0.002,   # what stopped it: predicted again by the resumed run
+                   wait_s=20, wait_at=NOW - 3650)   # killed while it waited: "wait ~0s, then …" once resumed
     eta = resumed_eta(stopped, new_budget, now=NOW)
-    assert eta_text(job(**eta), now=NOW) == said and "next_epoch_cost" not in eta
+    assert eta_text(job(**eta), now=NOW) == said and "next_epoch_cost" not in eta and "wait_s" not in eta
 
 
 def test_event_times_carry_their_dates_unless_all_are_of_today() -> None:
