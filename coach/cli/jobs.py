@@ -377,4 +377,5 @@ def events(job_id: str = typer.Argument(..., metavar="JOB"), json_out: bool = Js
         out.print_json(json.dumps(evs))
         return
     for ts, e in zip(fmt.clock_times([e["ts"] for e in evs]), evs):
-        out.print(f"{ts}  {e['kind']:<14} {e['message']}", highlight=False)
+        # one line an event however long, for grep (piped, they wrapped at 200 columns)
+        out.print(f"{ts}  {e['kind']:<14} {e['message']}", highlight=False, soft_wrap=True)

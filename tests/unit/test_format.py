@@ -241,3 +241,17 @@ def test_a_job_without_functions_yet_shows_no_allocation() -> None:
 
     assert job_row(job(status="queued"), [])["(w, s)"] == "-"   # it read "(0, 0)"
     assert job_row(replace(job(), workers=2, servers=1), [])["(w, s)"] == "(2, 1)"
+
+
+def test_events_piped_keep_one_line_each(coach_home) -> None:
+    """Piped to grep, an event longer than 200 characters wrapped onto a second line."""
+    from coach.state.store import Store
+    from tests.conftest import run_coach
+
+    store = Store()
+    store.create_job("j-000000", "j", "j.yaml", {}, 0.3, 1.0)
+    long = "waiting for capacity: " + "x" * 300 + "; expected wait ~9s"
+    store.add_event("j-000000", "plan", long)
+    proc = run_coach("events", "j-000000", check=True)
+    [line] = [ln for ln in proc.stdout.splitlines() if "plan" in ln]
+    assert line.endswith(long), proc.stdout
