@@ -111,7 +111,8 @@ def seconds_left(job: JobRecord, now: float | None = None) -> tuple[float | None
         return None, None, None
     now = time.time() if now is None else now
     # the epochs come after the wait: they count down from its expected end ("wait ~15s, then … ~0s")
-    since = max(0.0, now - max(float(e.get("at", now)), float(e.get("wait_at", 0.0)) + float(e.get("wait_s") or 0.0)))
+    wait_end = float(e.get("wait_at", 0.0)) + float(e.get("wait_s") or 0.0)
+    since = max(0.0, now - max(float(e.get("at", now)), wait_end))
     return tuple(None if e.get(k) is None else max(0.0, e[k] - since)   # type: ignore[return-value]
                  for k in ("seconds", "seconds_lo", "seconds_hi"))
 
