@@ -273,12 +273,11 @@ def _dataset(r: _Reader, base: Path) -> dict[str, Any]:
         if not d.get("path") or not isinstance(d["path"], str):
             raise r.fail("dataset.path", f"cifar10 needs a local folder, got {_shown(d.get('path'))}; {CIFAR_HELP}")
         root = _local_path(r, "dataset.path", base, d["path"])
-        missing = cifar_missing(root)
         if not root.exists():   # it read "/nonexistent lacks data_batch_1, …"
             raise r.fail("dataset.path", f"{root} does not exist; {CIFAR_HELP}")
         if not root.is_dir():
             raise r.fail("dataset.path", f"{root} is a file, not a folder; {CIFAR_HELP}")
-        if missing:
+        if missing := cifar_missing(root):
             raise r.fail("dataset.path", f"{root} lacks {', '.join(missing)}; {CIFAR_HELP}")
         d["path"] = str(root)
     unknown = sorted(set(d) - {"name"} - set(DATASET_OPTIONS[d["name"]]))

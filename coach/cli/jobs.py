@@ -231,8 +231,9 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
     if "fails_again" in kinds:   # the model's source is the one recorded at submit, the checkpoint the same
         raise CoachError(f"{job.job_id} failed in a way a resume would repeat ({job.message}); "
                          f"fix the cause and submit {job.spec_path} again")
+    # what its next epoch was predicted to cost, when it stopped on that: the least a raise must pay for
+    next_cost = job.eta.get("next_epoch_cost") if job.status == "budget_exhausted" else None
     if job.status == "budget_exhausted" and (budget is None or budget <= spec.budget):
-        next_cost = job.eta.get("next_epoch_cost")   # the least that pays for one more epoch, when known
         least = (f"at least {_rounded_up(job.spent + next_cost)}" if isinstance(next_cost, (int, float))
                  and job.spent + next_cost > spec.budget else f"more than {max(spec.budget, job.spent):.6g}")
         why = (f"{job.job_id} stopped on its budget of {spec.budget:.4g} ({job.message}); give a larger --budget, "
@@ -248,7 +249,6 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
                     if left and owed > 0 else "")
             raise SpecError("--budget", "", f"{job.job_id} has spent {job.spent:.4g}{owes}; give more than "
                                             f"{job.spent + owed:.6g}, got {budget:g}")
-        next_cost = job.eta.get("next_epoch_cost") if job.status == "budget_exhausted" else None
         if isinstance(next_cost, (int, float)) and budget < job.spent + owed + next_cost:
             # its run would start the functions only to stop again on the same prediction
             owes = f", owes {owed:.4g}" if owed > 0 else ""

@@ -28,7 +28,7 @@ from typing import Callable
 from coach.backends.base import Capacity
 from coach.errors import BackendError
 from coach.plan import (Allocation, JobDemand, RunningJob, demand_from_json, demand_to_json, epoch_hold_s,
-                        expected_wait, footprint, min_resources, plan, plan_with_waits, predicted_epoch_cost)
+                        expected_wait, footprint, min_resources, epochs_paid, plan, plan_with_waits)
 from coach.state.store import Store, own_identity
 
 RECHECK_S = 1.0
@@ -45,10 +45,9 @@ def epochs_to_end(d: JobDemand, grant: Allocation) -> float | None:
     epochs up to `max_epochs`."""
     if not d.remaining_epochs:
         return None
-    cost = predicted_epoch_cost(d, grant.workers, grant.servers)
-    if d.epoch_budget is None or not cost:
+    left = None if d.epoch_budget is None else d.epoch_budget * max(1.0, d.remaining_epochs)   # it shares that
+    if left is None or (paid := epochs_paid(d, grant.workers, grant.servers, left)) is None:
         return d.remaining_epochs
-    paid = d.epoch_budget * max(1.0, d.remaining_epochs) // cost   # `epoch_budget` shares the budget left
     return max(1.0, min(d.remaining_epochs, paid))
 
 

@@ -32,7 +32,7 @@ from coach.estimate.cost import epoch_cost
 from coach.job.coordinator import Coordinator
 from coach.job.earlier import NONE_FOUND, describe, find_earlier, speeds_before
 from coach.job.epoch import Abandoned, EpochOutcome, EpochPlan, EpochRunner, abandoned
-from coach.plan import Allocation, JobDemand, predicted_epoch_cost
+from coach.plan import Allocation, JobDemand, epochs_paid, predicted_epoch_cost
 from coach.spec import JobSpec
 from coach.state.records import WAIT_KEYS, EpochRecord
 from coach.state.store import Store
@@ -362,7 +362,7 @@ class JobLoop:
         finally:   # the loss is stored even if a prediction fails
             with self._eta_lock:
                 if "eta" in job:
-                    job["eta"] = dict(job["eta"], **self._wait)
+                    job["eta"] = self._with_wait(job["eta"])
                 if job:
                     self.store.update_job(self.run.job_id, **job)
         return self._eta[1]
@@ -394,12 +394,10 @@ class JobLoop:
         has left: said beside the ETA (it read "ETA 9 epochs" two epochs before the job stopped on
         its budget), as what max_epochs leaves is, and before there is an ETA (a job tight on
         budget stopped after 2 epochs without a word)."""
-        per_epoch = predicted_epoch_cost(JobDemand(self.run.job_id, speed, None, float(self.n_train),
-                                                   resources=self.spec.resources, prices=self.spec.prices,
-                                                   overhead_s=self._charged_overhead(history)),
-                                         w, s)
-        left = self._budget_left()
-        return max(0, int(left // per_epoch)) if per_epoch and per_epoch * runs > left else None
+        paid = epochs_paid(JobDemand(self.run.job_id, speed, None, float(self.n_train), resources=self.spec.resources,
+                                     prices=self.spec.prices, overhead_s=self._charged_overhead(history)),
+                           w, s, self._budget_left())
+        return paid if paid is not None and paid < runs else None
 
     def _beside(self, history: list[EpochRecord], w: int, s: int, shown: dict[str, Any]) -> Callable[[], None]:
         """Show an epoch's loss with its ETA from a thread while the next epoch runs: the ETA's
@@ -572,7 +570,7 @@ class JobLoop:
         ended, measure, probe = self._tune(history)
         if ended is not None:
             return ended
-        epoch = len([r for r in history if r.phase == "training"])
+        epoch = _trained(history)
         while True:
             if self._streak(history) >= spec.consecutive:
                 last, n = history[-1], spec.consecutive
@@ -787,8 +785,7 @@ class JobLoop:
             self._waiting_beside(why, coord.expected_wait_s.get(job_id))
 
         alloc = coord.acquire(demand, on_wait, timeout_s=timeout_s, epoch_s=epoch_s, should_stop=self._stop_requested)
-        if last_reason:
-            self._waiting(self.store.job(job_id).message)   # the wait is over: its expected end goes
+        self._wait_over()
         if alloc is not None and last_reason:   # after the fact, `coach events` explains a slow job
             why = last_reason.removeprefix("waiting for capacity: ").rsplit("; expected wait", 1)[0]
             self._event("waited", f"{time.monotonic() - start:.1f} s for ({alloc.workers}, {alloc.servers}): {why}")
@@ -827,6 +824,17 @@ class JobLoop:
             wait = None if wait_s is None else round(wait_s)   # as the message's text says it
             if self._wait.get("wait_s") != wait:
                 self._wait = {} if wait is None else {"wait_s": wait, "wait_at": time.time()}
-                changes["eta"] = dict({k: v for k, v in job.eta.items() if k not in WAIT_KEYS}, **self._wait)
+                changes["eta"] = self._with_wait(job.eta)
             if changes:
                 self.store.update_job(self.run.job_id, **changes)
+
+    def _wait_over(self) -> None:
+        """The job runs (or stops): its expected wait leaves its ETA."""
+        if self._wait:
+            with self._eta_lock:
+                self._wait = {}
+                self.store.update_job(self.run.job_id, eta=self._with_wait(self.store.job(self.run.job_id).eta))
+
+    def _with_wait(self, eta: dict[str, Any]) -> dict[str, Any]:
+        """`eta` with the wait the job is in now, if any, in place of the one stored with it."""
+        return dict({k: v for k, v in eta.items() if k not in WAIT_KEYS}, **self._wait)

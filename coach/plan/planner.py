@@ -486,6 +486,13 @@ def predicted_epoch_cost(d: JobDemand, w: int, s: int) -> float | None:
     return epoch_cost(w, s, d.resources, seconds, d.prices)
 
 
+def epochs_paid(d: JobDemand, w: int, s: int, budget_left: float) -> int | None:
+    """How many training epochs on (w, s) `budget_left` pays for (None: no speed model prices one
+    yet): the job loop says it beside the ETA, and a kept static lease ends after them."""
+    cost = predicted_epoch_cost(d, w, s)
+    return max(0, int(budget_left // cost)) if cost else None
+
+
 def _reason(d: JobDemand, ws: tuple[int, int], room: _Room) -> str:
     w, s = ws
     if d.static is not None:

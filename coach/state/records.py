@@ -96,7 +96,8 @@ NONE_FOUND = "-"
 resumption nor `coach plot` asks runs that finished after that."""
 
 FINAL_STATUSES = frozenset({"succeeded", "failed", "budget_exhausted", "max_epochs", "stopped", "interrupted"})
-WAIT_KEYS = ("wait_s", "wait_at")
-"""A job's stored ETA while it waits for room: the expected wait, and when it was said."""
 """Statuses of a job that no process runs. "interrupted" is never stored: the store reports it
 for a job left queued, tuning or training by a `coach submit` that is gone."""
+
+WAIT_KEYS = ("wait_s", "wait_at")
+"""A job's stored ETA while it waits for room: the expected wait, and when it was said."""
