@@ -21,7 +21,8 @@ predicts *held-out* configurations better (leave-one-configuration-out MAPE) is 
 With fewer than 3 distinct configurations neither form is trustworthy, so the model is
 ``nearest``: the throughput of the nearest measured configuration (ties → the smaller
 one). It never promises a gain that was not measured, so a planner using it will not
-grow a job past what its tuning tried.
+grow a job past what its tuning tried; nor shrink it below: with fewer workers than any it
+measured, a job is predicted at the least Optimus' form allows (`_fewer_workers`).
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ class SpeedModel:
             return max(_optimus(np.array(self.coef), workers, servers, m), MIN_THROUGHPUT)
         if self.form == "quadratic":
             return max(_quadratic(np.array(self.coef), workers, servers), MIN_THROUGHPUT)
-        return _nearest(self.points, workers, servers, m)
+        return _fewer_workers(self.points, workers, servers, m)
 
     def epoch_seconds(self, workers: int, servers: int, samples_per_epoch: float) -> float:
         """Predicted wall seconds of one epoch of `samples_per_epoch` samples."""
@@ -195,10 +196,25 @@ def _quadratic(b: np.ndarray, w: float, s: float) -> float:
 
 
 def _nearest(points: Sequence[Point], w: int, s: int, m: float) -> float:
+    return _nearest_point(points, w, s, m)[3]
+
+
+def _nearest_point(points: Sequence[Point], w: int, s: int, m: float) -> Point:
     def distance(p: Point) -> tuple[float, int, int]:
         return (abs(p[0] - w) + abs(p[1] - s) + abs(math.log(p[2] / m)), p[0], p[1])
 
-    return min(points, key=distance)[3]
+    return min(points, key=distance)
+
+
+def _fewer_workers(points: Sequence[Point], w: int, s: int, m: float) -> float:
+    """The nearest model's prediction: the nearest measured configuration's rate, scaled down by
+    the workers where `w` is fewer than any measured, as if all of a step's time were the workers'
+    compute (Optimus' t0·M/w): the least it can be. Read as its neighbour's, (1, 1), which tuning
+    leaves out beside (2, 1) and (2, 2), was as fast as (2, 1), and the planner took a job from
+    the (2, 2) it measured down to (1, 1), which nothing had measured. The held-out scores
+    (`_holdout_mape`) compare the forms on the neighbour's rate alone, as before."""
+    nearest = _nearest_point(points, w, s, m)
+    return nearest[3] * w / nearest[0] if w < min(p[0] for p in points) else nearest[3]
 
 
 def _fit_optimus(points: Sequence[Point]) -> np.ndarray:

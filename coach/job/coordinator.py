@@ -85,6 +85,7 @@ class Coordinator:
         self._held: dict[str, _Held] = {}
         self._since: dict[str, float] = {}      # wall time each job first asked: its priority
         self.expected_wait_s: dict[str, float | None] = {}   # what each job's last reason to wait said
+        self._starting: set[str] = set()   # this run's jobs that have not asked yet (`expect`)
 
     def never_fits(self, demand: JobDemand, now: bool = False) -> str | None:
         """Why the job's minimum does not fit even the whole capacity (on a cluster: laid out on
@@ -97,13 +98,20 @@ class Coordinator:
               ) -> dict[str, Allocation | None]:
         return plan(demands, cpu, memory_gib, backfill, nodes=self.capacity.nodes)
 
+    def expect(self, job_ids: list[str]) -> None:
+        """This run's jobs, counted by `alone` before they first ask: the first of three jobs
+        submitted together found itself alone, left (1, 1) out of its tuning and trained epoch 1
+        on (2, 2) while the others waited for its cores."""
+        with self._cond:
+            self._starting |= set(job_ids)
+
     def alone(self, job_id: str) -> bool:
         """Whether no other job, of this run or of another `coach submit`, asks for or holds
-        capacity: a configuration forced on a job for most of an epoch (tuning's last, on the rest
-        of epoch 1) would take what their shares are."""
+        capacity, or is about to (`expect`): a configuration forced on a job for most of an epoch
+        (tuning's last, on the rest of epoch 1) would take what their shares are."""
         others = self._others()
         with self._cond:
-            mine = (set(self._demands) | set(self._held)) - {job_id}
+            mine = (set(self._demands) | set(self._held) | self._starting) - {job_id}
         return not mine and all(d.job_id == job_id for _, d in others.demands) and others.holding <= {job_id}
 
     def holds(self, job_id: str) -> bool:
@@ -322,6 +330,7 @@ class Coordinator:
             self._held.pop(job_id, None)
             if done:
                 self._demands.pop(job_id, None)
+                self._starting.discard(job_id)
                 self._since.pop(job_id, None)
                 self.expected_wait_s.pop(job_id, None)
             self._cond.notify_all()

@@ -34,10 +34,13 @@ Optimus' greedy (EuroSys'18, §4.1) over the capacity the jobs share:
    measurements (`_again`): a job never measures what it does not train on, so one reading
    taken in a burst of load would otherwise decide for the rest of the job. A configuration a
    job trains on that has fewer measurements than another keeps it only if it reads as fast
-   (`_less_measured`).
+   (`_less_measured`). Else measure (1, 1), which tuning leaves out, once the job is predicted
+   long enough that even at its slowest one epoch there costs under 2% of the time left
+   (`_explore`).
 
 A job alone on a 2-core machine whose measured speed does not improve with a second
-worker therefore stays at one worker: U ≤ 0 for the worker step. Deterministic: ties go
+worker therefore stays at one worker: U ≤ 0 for the worker step, once (1, 1) is measured
+(by tuning beside other jobs, else by `_explore` on a long job). Deterministic: ties go
 to the earlier job, then to the worker step.
 """
 
@@ -236,7 +239,8 @@ def plan_with_waits(demands: Sequence[JobDemand], capacity_cpu: float, capacity_
             room.take(_added(d, ws, (lw, ls)))
             alloc[d.job_id] = (lw, ls)
     for d in demands:   # after every job's leap: room another job would leap into is not measuring room
-        if d.job_id not in moved and (ws := alloc[d.job_id]) is not None and (again := _again(d, ws, room)):
+        if d.job_id not in moved and (ws := alloc[d.job_id]) is not None and \
+                (again := _again(d, ws, room) or _explore(d, ws, room)):
             (aw, as_), moved[d.job_id] = again
             room.take(_added(d, ws, (aw, as_)))
             alloc[d.job_id] = (aw, as_)
@@ -461,6 +465,26 @@ def _again(d: JobDemand, ws: tuple[int, int], room: _Room) -> tuple[tuple[int, i
     return other, (f"{_ws(*other)}: measured again; {d.speed.readings(*other):.3g} measurement(s) read it "
                    f"{gap:+.1%} against {_ws(*ws)}, which {d.speed.readings(*ws):.3g} did, {why}; it stays only "
                    "if it reads as fast")
+
+
+def _explore(d: JobDemand, ws: tuple[int, int], room: _Room) -> tuple[tuple[int, int], str] | None:
+    """(1, 1), which tuning leaves out beside (2, 1) and (2, 2) (`coach.job.loop.tuning_configs`),
+    and why: measured by one epoch once the job is predicted long enough that the epoch costs less
+    than MIN_RELATIVE_GAIN of the time left even at the least the model allows (a nearest model
+    scales the fewest workers measured down: `coach.estimate.speed`); the gain a planner acts on
+    pays for it where it is found. None if it was measured, or the job is not on (and staying
+    on) what it trains on, or no ETA says how long it runs, or it does not fit the epoch budget.
+    Measured, it keeps the job only if it reads faster (the steps judge it then)."""
+    if d.static is not None or d.speed is None or ws != d.current or d.remaining_epochs is None \
+            or ws == (1, 1) or d.speed.measured(1, 1) is not None or (rate := d.speed.measured(*ws)) is None:
+        return None
+    left = _remaining_seconds(d, rate)
+    extra = d.speed.epoch_seconds(1, 1, d.samples_per_epoch) - d.samples_per_epoch / rate
+    if extra > MIN_RELATIVE_GAIN * left or not _fits(d, ws, (1, 1), room):
+        return None
+    return (1, 1), (f"{_ws(1, 1)}: measured once, which tuning left out; at the least it could run "
+                    f"({d.speed.predict(1, 1):.4g} samples/s) an epoch there costs {max(extra, 0.0):.3g} s more, "
+                    f"under {MIN_RELATIVE_GAIN:.0%} of the {left:.3g} s predicted left; it stays only if it reads faster")
 
 
 def _added(d: JobDemand, ws: tuple[int, int], to: tuple[int, int]) -> list[Size]:

@@ -302,7 +302,9 @@ def test_tunings_kept_pods_count_in_its_lease(workload: Workload, coach_home: Pa
     mini-epoch's lease (what other jobs are told is taken) covers every pod the job has then.
     Before, a (1, 1) mini-epoch leased 0.85 cores while its kept (2, 2) group held 1.6, and another
     job granted the difference waited on the cluster; the head start itself was placed unleased. The lease is read from the state store at
-    each deploy of the real backend (a subclass that only records)."""
+    each deploy of the real backend (a subclass that only records). One server at most: tuning then
+    measures (1, 1) by a mini-epoch and (2, 1) on the rest of epoch 1 (with (2, 2) allowed, a job
+    alone measures (2, 1) inside (2, 2)'s epoch 1 and runs no mini-epoch)."""
     from coach.job.submit import register, run_jobs
     from coach.plan import footprint
     from coach.spec import parse_spec
@@ -316,7 +318,7 @@ def test_tunings_kept_pods_count_in_its_lease(workload: Workload, coach_home: Pa
             seen.append((dict(group), next((l.cpu for l in store.leases() if l.job_id == job_id), None)))
             return super().deploy(job_id, group, placement, on_wait, should_stop)
 
-    spec = parse_spec(dict(FAST_JOB, name="kept", scheduler="gang"), str(tmp_path / "job.yaml"))
+    spec = parse_spec(dict(FAST_JOB, name="kept", scheduler="gang", max_servers=1), str(tmp_path / "job.yaml"))
     job_id = register(spec, store)
     backend = Recording(workload.kube)
     try:
@@ -324,7 +326,9 @@ def test_tunings_kept_pods_count_in_its_lease(workload: Workload, coach_home: Pa
     finally:
         backend.close()
     head = seen[0][0]
-    assert head == {"scheduler": 1, "server": 2, "worker": 2} and any(g == head for g, _ in seen[1:]), seen
+    assert head == {"scheduler": 1, "server": 1, "worker": 2} and any(g == head for g, _ in seen[1:]), seen
+    ran = [(e.phase, e.workers, e.servers) for e in store.epochs(job_id)]
+    assert ran[:2] == [("tuning", 1, 1), ("training", 2, 1)], ran   # a mini-epoch, with (2, 1)'s pods kept
     for group, lease in seen:   # the head start's included: before, it was placed with no lease at all
         cpu = footprint(spec.resources, group["worker"], group["server"])[0]
         assert lease is not None and lease >= cpu - 1e-9, (group, lease, seen)

@@ -202,12 +202,14 @@ def test_a_job_stopped_during_tuning_resumes_the_tuning(tmp_path: Path, coach_ho
     from coach.state.store import Store
 
     job = write_job(tmp_path / "t.yaml", name="t", **dict(FAST_JOB, allocation="dynamic"))
-    proc = subprocess.Popen([*COACH, "submit", str(job), "--json"], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    # on 1.5 cores (2, 2) never fits, so tuning measures (1, 1) and (2, 1) by mini-epochs of their
+    # own and (1, 2) on the rest of epoch 1 (with (2, 2), (1, 1) would be left to the planner and
+    # (2, 1) measured inside epoch 1: no mini-epoch to stop in)
+    proc = subprocess.Popen([*COACH, "submit", str(job), "--json", "--cpu", "1.5"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # stopped as `coach stop` does, while the first mini-epoch runs: a stop ends a job between
-    # epochs, and after that mini-epoch comes the rest of epoch 1 on (2, 2), which measures (2, 1)
-    # on its first samples. Polled through `coach status` and stopped through `coach stop` (a
-    # second each), the stop could land in epoch 1.
+    # epochs. Polled through `coach status` and stopped through `coach stop` (a second each), the
+    # stop could land in the next.
     store, deadline = Store(), time.time() + 300
     while not (jobs := store.jobs()) or jobs[0].status != "tuning":
         assert time.time() < deadline and proc.poll() is None, proc.communicate()[1][-2000:]
@@ -217,14 +219,14 @@ def test_a_job_stopped_during_tuning_resumes_the_tuning(tmp_path: Path, coach_ho
     proc.communicate(timeout=300)
     before = json.loads(run_coach("history", job_id, "--json", check=True).stdout)
     assert [(r["phase"], r["workers"], r["servers"]) for r in before] == [("tuning", 1, 1)], before
-    again = run_coach("resume", job_id, "--json")
+    again = run_coach("resume", job_id, "--json", "--cpu", "1.5")
     assert again.returncode == 0, again.stderr
     after = json.loads(run_coach("history", job_id, "--json", check=True).stdout)
     tuned = [(r["workers"], r["servers"]) for r in after if r["phase"] == "tuning"]
     assert tuned == [(1, 1), (2, 1)], tuned   # the rest tuned, none twice
     phases = [r["phase"] for r in after]
     assert phases == sorted(phases, key=lambda p: p == "training"), "tuning before any training"
-    assert (after[2]["workers"], after[2]["servers"]) == (2, 2), after   # the last configuration: epoch 1
+    assert (after[2]["workers"], after[2]["servers"]) == (1, 2), after   # the last configuration: epoch 1
 
 
 def test_a_resumed_job_shows_its_last_recorded_loss_and_a_fresh_eta(tmp_path: Path, coach_home: Path) -> None:

@@ -64,6 +64,19 @@ def test_few_configurations_fall_back(configs, form):
         assert model.predict(8, 4) <= best + 1e-9
 
 
+@pytest.mark.parametrize(("w", "s", "expected"), [
+    pytest.param(1, 1, 700.0, id="fewer-workers-scaled-down"),   # half of (2, 1)'s: all of it the workers' compute
+    pytest.param(1, 2, 750.0, id="fewer-workers-beside-a-second-server"),   # half of (2, 2)'s, its nearest
+    pytest.param(2, 1, 1400.0, id="measured"),
+    pytest.param(3, 2, 1500.0, id="more-workers-no-gain"),
+])
+def test_the_nearest_model_neither_grows_nor_shrinks_a_job_past_what_it_measured(w, s, expected):
+    # tuning's (2, 1) and (2, 2), at one global batch (Coach's: M whatever w)
+    model = fit_speed([SpeedSample(2, 1, 1400.0, 64), SpeedSample(2, 2, 1500.0, 64)])
+    assert model.form == "nearest"
+    assert model.predict(w, s) == pytest.approx(expected)
+
+
 def test_repeated_measurements_count_by_their_median():
     # one epoch slowed to a third by a burst of load does not move the configuration's speed
     model = fit_speed([SpeedSample(1, 1, 90.0, 32), SpeedSample(1, 1, 110.0, 32), SpeedSample(1, 1, 30.0, 32),

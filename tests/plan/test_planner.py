@@ -284,6 +284,31 @@ def test_a_configuration_read_from_few_measurements_is_measured_again(readings, 
     assert (out.workers, out.servers) == expected and why in out.reason, out.reason
 
 
+TUNED = {(2, 1): [1410.0], (2, 2): [1460.0, 1450.0]}   # (2, 1) inside epoch 1, then two epochs on (2, 2)
+
+
+@pytest.mark.parametrize(("remaining", "kw", "expected", "why"), [
+    # the nearest model puts (1, 1) at half (2, 1)'s rate: an epoch there 2.7 s more, 2% of 139 s = 51 epochs
+    pytest.param(4.0, {}, (2, 2), "each step", id="not-on-a-short-job"),
+    pytest.param(None, {}, (2, 2), "each step", id="not-without-an-eta"),
+    pytest.param(60.0, {}, (1, 1), "measured once, which tuning left out", id="on-a-long-job"),
+    pytest.param(60.0, {"static": (2, 2)}, (2, 2), "static", id="not-a-static-job"),
+    pytest.param(60.0, {"current": (2, 1)}, (2, 2), "each step", id="only-where-it-stays"),
+])
+def test_the_minimum_tuning_left_out_is_measured_once_a_job_is_long_enough(remaining, kw, expected, why):
+    d = job("a", trained(TUNED), **{"current": (2, 2), "remaining_epochs": remaining, "samples_per_epoch": 4000, **kw})
+    out = plan([d], capacity_cpu=16, capacity_memory_gib=64)["a"]
+    assert (out.workers, out.servers) == expected and why in out.reason, out.reason
+
+
+def test_a_job_measured_only_on_two_workers_is_not_shrunk_to_one():
+    """(1, 1) read as (2, 1)'s rate, its nearest, sent a job from the (2, 2) it had measured down to
+    (1, 1): every step up then read as no gain."""
+    d = job("a", trained(TUNED), current=(2, 2), remaining_epochs=10.0, samples_per_epoch=4000)
+    out = plan([d], capacity_cpu=16, capacity_memory_gib=64)["a"]
+    assert (out.workers, out.servers) == (2, 2), out.reason
+
+
 def test_measuring_again_leaves_the_room_to_other_jobs_leaps():
     # "a" would measure (2, 2) again with the last half core; "b", measured 30% faster on (2, 2)
     # than on (1, 1), leaps there first, though it comes later

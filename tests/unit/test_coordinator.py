@@ -252,6 +252,15 @@ def test_a_job_is_alone_while_no_other_job_asks_or_holds(store: Store, other: Ot
     assert not coord.alone("a")
 
 
+def test_a_job_of_this_run_that_has_not_asked_yet_counts(store: Store) -> None:
+    """The first of three jobs submitted together found itself alone before the others had asked."""
+    coord = Coordinator(Capacity(cpu=4.0, memory_gib=8), store)
+    coord.expect(["a", "b"])
+    assert not coord.alone("a") and not coord.alone("b")
+    coord.release("b", done=True)                               # ended (or could not start)
+    assert coord.alone("a")
+
+
 def test_cores_leased_by_another_process_are_not_handed_out(store: Store, other: OtherProcess) -> None:
     assert other("take", "elsewhere", 0.85, 20) == "ok"   # its epoch ends in ~20 s
     coord = Coordinator(Capacity(cpu=1.0, memory_gib=8), store)
