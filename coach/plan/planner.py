@@ -468,13 +468,14 @@ def _again(d: JobDemand, ws: tuple[int, int], room: _Room) -> tuple[tuple[int, i
 
 
 def _explore(d: JobDemand, ws: tuple[int, int], room: _Room) -> tuple[tuple[int, int], str] | None:
-    """(1, 1), which tuning leaves out beside (2, 1) and (2, 2) (`coach.job.loop.tuning_configs`),
+    """(1, 1), which a job alone leaves out of tuning beside (2, 1) and (2, 2) (`JobLoop._tune`),
     and why: measured by one epoch once the job is predicted long enough that the epoch costs less
     than MIN_RELATIVE_GAIN of the time left even at the least the model allows (a nearest model
     scales the fewest workers measured down: `coach.estimate.speed`); the gain a planner acts on
     pays for it where it is found. None if it was measured, or the job is not on (and staying
     on) what it trains on, or no ETA says how long it runs, or it does not fit the epoch budget.
-    Measured, it keeps the job only if it reads faster (the steps judge it then)."""
+    Measured, the steps judge it on what was measured: the job goes back up only where that
+    reads faster by their noise."""
     if d.static is not None or d.speed is None or ws != d.current or d.remaining_epochs is None \
             or ws == (1, 1) or d.speed.measured(1, 1) is not None or (rate := d.speed.measured(*ws)) is None:
         return None
@@ -484,7 +485,7 @@ def _explore(d: JobDemand, ws: tuple[int, int], room: _Room) -> tuple[tuple[int,
         return None
     return (1, 1), (f"{_ws(1, 1)}: measured once, which tuning left out; at the least it could run "
                     f"({d.speed.predict(1, 1):.4g} samples/s) an epoch there costs {max(extra, 0.0):.3g} s more, "
-                    f"under {MIN_RELATIVE_GAIN:.0%} of the {left:.3g} s predicted left; it stays only if it reads faster")
+                    f"under {MIN_RELATIVE_GAIN:.0%} of the {left:.3g} s predicted left; it stays unless more reads faster")
 
 
 def _added(d: JobDemand, ws: tuple[int, int], to: tuple[int, int]) -> list[Size]:
