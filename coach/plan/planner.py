@@ -424,7 +424,7 @@ def _again(d: JobDemand, ws: tuple[int, int], room: _Room) -> tuple[tuple[int, i
     job measured from at most 1/AGAIN_READINGS of `ws`'s measurements and fewer than AGAIN_BELOW,
     not faster beyond their noise (the steps judged that) and at most AGAIN_SLOWER slower, and
     why; None if none, or if it does not fit the room left, the limits or the epoch budget, or
-    fewer than AGAIN_EPOCHS epochs are predicted left, or none are yet (no curve fitted). Of several,
+    fewer than AGAIN_EPOCHS epochs are predicted left (an unknown number may be many). Of several,
     the one measured fastest. Measured again, it keeps the job only if its median reads as fast
     as the other's (`_less_measured`).
 
@@ -432,14 +432,9 @@ def _again(d: JobDemand, ws: tuple[int, int], room: _Room) -> tuple[tuple[int, i
     --epochs 10`), one left (2, 2) for (2, 1) after two epochs and trained the other 8 there, 10.7%
     longer than static (2, 2)×10 in the same round. In a simulation, before AGAIN_SLOWER, one epoch
     of (2, 2) read 10% slow (a burst of load) sent a job to (2, 1) for the other 39 epochs, 2–4%
-    slower throughout.
-
-    Not before the job's curve is fitted (its first 2 epochs without tuning): until session 42
-    an unknown number counted as many, and every resubmission of a 4-epoch job, which tunes
-    nothing, measured (2, 1) again on its 3rd epoch, about 3% slower than the (2, 2) it then
-    went back to. A long job measures it an epoch or two later instead."""
+    slower throughout."""
     if d.static is not None or d.speed is None or ws != d.current or \
-            d.remaining_epochs is None or d.remaining_epochs < AGAIN_EPOCHS:
+            (d.remaining_epochs is not None and d.remaining_epochs < AGAIN_EPOCHS):
         return None
     rate = d.speed.measured(*ws)
     if rate is None:

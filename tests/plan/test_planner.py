@@ -264,9 +264,9 @@ ON_2_1 = [1400.0, 1395.0, 1405.0, 1398.0, 1402.0, 1400.0]   # six epochs on (2, 
         # the other way: fewer functions read within the noise, once
         pytest.param({(1, 1): [1100.0], (2, 1): [1395.0], (2, 2): ON_2_1}, {"current": (2, 2)}, (2, 1),
                      "measured again", id="again-with-fewer"),
-        # no ETA yet (no curve fitted): not before one says the job is long enough
-        pytest.param({(1, 1): [1100.0], (2, 1): ON_2_1, (2, 2): [1390.0]}, {"remaining_epochs": None}, (2, 1),
-                     "each step", id="not-without-an-eta"),
+        # an ETA not known yet: the job may run long
+        pytest.param({(1, 1): [1100.0], (2, 1): ON_2_1, (2, 2): [1390.0]}, {"remaining_epochs": None}, (2, 2),
+                     "measured again", id="again-without-an-eta"),
         # a burst and a measurement again read halfway between them: a third decides
         pytest.param({(1, 1): [1100.0], (2, 1): ON_2_1, (2, 2): [1300.0, 1428.0]}, {}, (2, 2), "measured again",
                      id="again-after-a-burst-and-a-measurement"),
