@@ -432,7 +432,12 @@ def _again(d: JobDemand, ws: tuple[int, int], room: _Room) -> tuple[tuple[int, i
     --epochs 10`), one left (2, 2) for (2, 1) after two epochs and trained the other 8 there, 10.7%
     longer than static (2, 2)×10 in the same round. In a simulation, before AGAIN_SLOWER, one epoch
     of (2, 2) read 10% slow (a burst of load) sent a job to (2, 1) for the other 39 epochs, 2–4%
-    slower throughout."""
+    slower throughout.
+
+    An unknown number counts as many. Not measuring again before a curve is fitted (session 42)
+    spared resubmissions of a 4-epoch job their (2, 1) epoch (1.028 → 0.992 of static), until
+    an earlier run had switched to (2, 1) on a noisy reading: every resubmission then trained
+    (2, 1)×4, 4.5% slower, and none could find it out."""
     if d.static is not None or d.speed is None or ws != d.current or \
             (d.remaining_epochs is not None and d.remaining_epochs < AGAIN_EPOCHS):
         return None
