@@ -21,8 +21,9 @@ predicts *held-out* configurations better (leave-one-configuration-out MAPE) is 
 With fewer than 3 distinct configurations neither form is trustworthy, so the model is
 ``nearest``: the throughput of the nearest measured configuration (ties → the smaller
 one). It never promises a gain that was not measured, so a planner using it will not
-grow a job past what its tuning tried; nor shrink it below: with fewer workers than any it
-measured, a job is predicted at the least Optimus' form allows (`_fewer_workers`).
+grow a job past what its tuning tried. With fewer workers than any it measured, it predicts
+the least Optimus' form allows (`_fewer_workers`), so that the planner does not take a job
+below what it measured for speed; an epoch's cost is priced at the nearest's own rate.
 """
 
 from __future__ import annotations
@@ -70,13 +71,19 @@ class SpeedModel:
     points: tuple[tuple[int, int, float, float], ...] = ()       # (w, s, M, samples/s) medians
     counts: tuple[float, ...] = ()   # per point, how many measurements its median stands for (`readings`)
 
-    def predict(self, workers: int, servers: int, global_batch: float | None = None) -> float:
-        """Predicted samples/s with `workers` workers and `servers` servers."""
+    def predict(self, workers: int, servers: int, global_batch: float | None = None,
+                priced: bool = False) -> float:
+        """Predicted samples/s with `workers` workers and `servers` servers. `priced`: for what an
+        epoch costs, a nearest model gives the nearest measured rate as it is (`_fewer_workers`
+        does not apply): scaled down, (1, 1) was the dearest configuration of all, and a job on a
+        tight budget stopped with money left for an epoch of it (review, session 42)."""
         m = self._batch(workers, servers, global_batch)
         if self.form == "optimus":
             return max(_optimus(np.array(self.coef), workers, servers, m), MIN_THROUGHPUT)
         if self.form == "quadratic":
             return max(_quadratic(np.array(self.coef), workers, servers), MIN_THROUGHPUT)
+        if priced:
+            return _nearest(self.points, workers, servers, m)
         return _fewer_workers(self.points, workers, servers, m)
 
     def epoch_seconds(self, workers: int, servers: int, samples_per_epoch: float) -> float:

@@ -591,7 +591,7 @@ class JobLoop:
             head = tuned_head(history) if epoch == 0 else 0   # epoch 1 trains what tuning left of it
             alloc = self._acquire(demand, epoch_s=lambda w, s: self._epoch_seconds(history, demand.speed, w, s,
                                                                                    self.n_train - head),
-                                  timeout_s=TUNING_WAIT_S if measure and demand.speed is not None else None)
+                                  timeout_s=TUNING_WAIT_S if measure and (demand.speed is not None or probe) else None)
             if alloc is None and measure and not self._stop_requested():
                 self._event("tuning_skipped", f"{measure} did not fit the free capacity in time; "
                             + _instead(measure, probe))
@@ -612,9 +612,10 @@ class JobLoop:
                 if predicted is not None and predicted > left:
                     return self._budget_exhausted(left, predicted)
                 if measure and probe:
-                    self._event("plan", f"epoch 1: {measure}: the last configuration tuning measures, on the rest "
-                                f"of epoch 1, whose first {probe} samples measure ({measure[0]}, 1) through one of "
-                                f"its {measure[1]} servers (two start-ups fewer than mini-epochs of their own)")
+                    self._event("plan", f"epoch 1: {measure}: the last configuration tuning measures, on "
+                                f"{'the rest of ' if head else ''}epoch 1, whose first {probe} samples measure "
+                                f"({measure[0]}, 1) through one of its {measure[1]} servers (two start-ups fewer than "
+                                "mini-epochs of their own)")
                 elif measure and head:
                     self._event("plan", f"epoch 1: {measure}: the last configuration tuning measures, on the rest "
                                 "of epoch 1 (a start-up fewer than a mini-epoch of its own)")
@@ -687,17 +688,17 @@ class JobLoop:
             self._event("tuning_skipped", f"{c}: it never fits the backend: {why}")
         if not (configs := [c for c in configs if c not in known]):
             return None, None, 0
-        if path == [(1, 1), (2, 1), (2, 2)] and configs[0] == (1, 1) and (
-                len(configs) == 1 or coord.alone(self.run.job_id) and (len(configs) == 2 or chunk >= spec.batch_size)):
-            # what else is left needs no start-up of its own: (2, 1) inside (2, 2)'s epoch 1, or one
-            # configuration on the rest of it. (1, 1) is measured inside no group of two workers
+        if path == [(1, 1), (2, 1), (2, 2)] and configs[0] == (1, 1) and coord.alone(self.run.job_id) and (
+                len(configs) <= 2 or chunk >= spec.batch_size):
+            # alone, what else is left needs no start-up of its own: (2, 1) inside (2, 2)'s epoch 1, or
+            # one configuration on epoch 1 (or nothing). (1, 1) is measured inside no group of two workers
             # (ps-lite's synchronous servers wait for every worker's push): a mini-epoch of its own was
             # the one start-up tuning cost a first submission beyond a static (2, 2) job, +0.9 s, 6% of
             # a 4-epoch `lenet-mnist` job (session 41). The planner measures it once the job is
             # predicted long enough to pay for it (`coach.plan.planner._explore`)
             configs = configs[1:]
-            self._event("tuning_skipped", "(1, 1): left until the job is predicted long enough to pay for the "
-                        "start-up of its own it needs; the planner measures it then")
+            self._event("tuning_skipped", "(1, 1): left to the planner, which measures it by one epoch once the job "
+                        "is predicted long enough to pay for it")
             if not configs:
                 return None, None, 0
         if spec.retune and not tuned:   # said once something is left to measure

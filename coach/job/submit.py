@@ -57,7 +57,6 @@ def run_jobs(jobs: dict[str, JobSpec], backend: Backend, store: Store,
                 store.update_job(job_id, status="failed", message=message)
                 store.add_event(job_id, "failed", message)
                 statuses[job_id] = "failed"
-                coordinator.release(job_id, done=True)   # no longer expected: the others may be alone
                 return
             statuses[job_id] = loop.run_job()
         except StateError as e:   # the store cannot record the end (a full disk): what it holds stays
@@ -65,6 +64,7 @@ def run_jobs(jobs: dict[str, JobSpec], backend: Backend, store: Store,
             statuses[job_id] = "failed"
         finally:
             store.release_job(job_id)
+            coordinator.release(job_id, done=True)   # no longer expected (`expect`): the others may be alone
 
     coordinator.expect(list(jobs))
     threads = [threading.Thread(target=one, args=(jid, spec), name=f"job-{jid}", daemon=True)

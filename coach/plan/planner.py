@@ -483,8 +483,9 @@ def _explore(d: JobDemand, ws: tuple[int, int], room: _Room) -> tuple[tuple[int,
     extra = d.speed.epoch_seconds(1, 1, d.samples_per_epoch) - d.samples_per_epoch / rate
     if extra > MIN_RELATIVE_GAIN * left or not _fits(d, ws, (1, 1), room):
         return None
-    return (1, 1), (f"{_ws(1, 1)}: measured once, which tuning left out; at the least it could run "
-                    f"({d.speed.predict(1, 1):.4g} samples/s) an epoch there costs {max(extra, 0.0):.3g} s more, "
+    least = ", the least it could run" if d.speed.form == "nearest" else ""
+    return (1, 1), (f"{_ws(1, 1)}: measured once, which tuning left out; at {d.speed.predict(1, 1):.4g} "
+                    f"samples/s predicted{least}, an epoch there costs {max(extra, 0.0):.3g} s more, "
                     f"under {MIN_RELATIVE_GAIN:.0%} of the {left:.3g} s predicted left; it stays unless more reads faster")
 
 
@@ -501,8 +502,9 @@ def _fits(d: JobDemand, ws: tuple[int, int], to: tuple[int, int], room: _Room) -
 
 
 def _epoch_s(d: JobDemand, w: int, s: int) -> float:
-    """A training epoch's seconds on (w, s) as charged: training at the modelled rate + overhead."""
-    return d.speed.epoch_seconds(w, s, d.samples_per_epoch) + d.overhead_s   # type: ignore[union-attr]
+    """A training epoch's seconds on (w, s) as charged: training at the modelled rate, as priced
+    (`SpeedModel.predict`), + overhead."""
+    return d.samples_per_epoch / d.speed.predict(w, s, priced=True) + d.overhead_s   # type: ignore[union-attr]
 
 
 def predicted_epoch_cost(d: JobDemand, w: int, s: int) -> float | None:

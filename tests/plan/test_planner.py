@@ -309,6 +309,13 @@ def test_a_job_measured_only_on_two_workers_is_not_shrunk_to_one():
     assert (out.workers, out.servers) == (2, 2), out.reason
 
 
+def test_an_unmeasured_minimum_is_priced_at_its_nearest_rate_not_the_least():
+    """Priced at the least rate the speed model allows (half of (2, 1)'s), a (1, 1) epoch was the
+    dearest of all, and a job whose budget only (1, 1) fits stopped with money left for it."""
+    d = job("a", trained(TUNED), current=(2, 2), samples_per_epoch=4000, overhead_s=0.5)
+    assert predicted_epoch_cost(d, 1, 1) < predicted_epoch_cost(d, 2, 1) < predicted_epoch_cost(d, 2, 2)
+
+
 def test_measuring_again_leaves_the_room_to_other_jobs_leaps():
     # "a" would measure (2, 2) again with the last half core; "b", measured 30% faster on (2, 2)
     # than on (1, 1), leaps there first, though it comes later
