@@ -22,7 +22,7 @@ With fewer than 3 distinct configurations neither form is trustworthy, so the mo
 ``nearest``: the throughput of the nearest measured configuration (ties → the smaller
 one). It never promises a gain that was not measured, so a planner using it will not
 grow a job past what its tuning tried. With fewer workers than any it measured, it predicts
-the least Optimus' form allows (`_fewer_workers`), so that the planner does not take a job
+the least Optimus' form allows (`_nearest`'s `scale_fewer`), so that the planner does not take a job
 below what it measured for speed; an epoch's cost is priced at the nearest's own rate.
 """
 
@@ -74,17 +74,15 @@ class SpeedModel:
     def predict(self, workers: int, servers: int, global_batch: float | None = None,
                 priced: bool = False) -> float:
         """Predicted samples/s with `workers` workers and `servers` servers. `priced`: for what an
-        epoch costs, a nearest model gives the nearest measured rate as it is (`_fewer_workers`
-        does not apply): scaled down, (1, 1) was the dearest configuration of all, and a job on a
+        epoch costs, a nearest model gives the nearest measured rate as it is (not scaled down
+        for fewer workers, `_nearest`): scaled down, (1, 1) was the dearest configuration of all, and a job on a
         tight budget stopped with money left for an epoch of it (review, session 42)."""
         m = self._batch(workers, servers, global_batch)
         if self.form == "optimus":
             return max(_optimus(np.array(self.coef), workers, servers, m), MIN_THROUGHPUT)
         if self.form == "quadratic":
             return max(_quadratic(np.array(self.coef), workers, servers), MIN_THROUGHPUT)
-        if priced:
-            return _nearest(self.points, workers, servers, m)
-        return _fewer_workers(self.points, workers, servers, m)
+        return _nearest(self.points, workers, servers, m, scale_fewer=not priced)
 
     def epoch_seconds(self, workers: int, servers: int, samples_per_epoch: float) -> float:
         """Predicted wall seconds of one epoch of `samples_per_epoch` samples."""
@@ -202,26 +200,18 @@ def _quadratic(b: np.ndarray, w: float, s: float) -> float:
     return float(-b[0] * (w - b[1]) ** 2 - b[2] * (s - b[3]) ** 2 + b[4])
 
 
-def _nearest(points: Sequence[Point], w: int, s: int, m: float) -> float:
-    return _nearest_point(points, w, s, m)[3]
-
-
-def _nearest_point(points: Sequence[Point], w: int, s: int, m: float) -> Point:
+def _nearest(points: Sequence[Point], w: int, s: int, m: float, scale_fewer: bool = False) -> float:
+    """The nearest measured configuration's rate. `scale_fewer`: scaled down by the workers where
+    `w` is fewer than any measured, as if all of a step's time were the workers' compute (Optimus'
+    t0·M/w), the least it can be. Read as its neighbour's, (1, 1), which tuning leaves out beside
+    (2, 1) and (2, 2), was as fast as (2, 1), and the planner took a job from the (2, 2) it
+    measured down to (1, 1), which nothing had measured. The held-out scores (`_holdout_mape`)
+    compare the forms on the neighbour's rate alone, as before."""
     def distance(p: Point) -> tuple[float, int, int]:
         return (abs(p[0] - w) + abs(p[1] - s) + abs(math.log(p[2] / m)), p[0], p[1])
 
-    return min(points, key=distance)
-
-
-def _fewer_workers(points: Sequence[Point], w: int, s: int, m: float) -> float:
-    """The nearest model's prediction: the nearest measured configuration's rate, scaled down by
-    the workers where `w` is fewer than any measured, as if all of a step's time were the workers'
-    compute (Optimus' t0·M/w): the least it can be. Read as its neighbour's, (1, 1), which tuning
-    leaves out beside (2, 1) and (2, 2), was as fast as (2, 1), and the planner took a job from
-    the (2, 2) it measured down to (1, 1), which nothing had measured. The held-out scores
-    (`_holdout_mape`) compare the forms on the neighbour's rate alone, as before."""
-    nearest = _nearest_point(points, w, s, m)
-    return nearest[3] * w / nearest[0] if w < min(p[0] for p in points) else nearest[3]
+    nearest = min(points, key=distance)
+    return nearest[3] * w / nearest[0] if scale_fewer and w < min(p[0] for p in points) else nearest[3]
 
 
 def _fit_optimus(points: Sequence[Point]) -> np.ndarray:

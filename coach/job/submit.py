@@ -53,6 +53,7 @@ def run_jobs(jobs: dict[str, JobSpec], backend: Backend, store: Store,
             try:
                 loop = JobLoop(JobRun(spec, job_id, store, backend, coordinator, work_dir(job_id), stop))
             except Exception as e:  # the loop could not even start (e.g. dataset unreadable)
+                coordinator.release(job_id, done=True)   # no longer expected (`expect`): the others may be alone
                 message = f"could not start: {e if isinstance(e, CoachError) else f'{type(e).__name__}: {e}'}"
                 store.update_job(job_id, status="failed", message=message)
                 store.add_event(job_id, "failed", message)
@@ -64,7 +65,6 @@ def run_jobs(jobs: dict[str, JobSpec], backend: Backend, store: Store,
             statuses[job_id] = "failed"
         finally:
             store.release_job(job_id)
-            coordinator.release(job_id, done=True)   # no longer expected (`expect`): the others may be alone
 
     coordinator.expect(list(jobs))
     threads = [threading.Thread(target=one, args=(jid, spec), name=f"job-{jid}", daemon=True)

@@ -477,14 +477,14 @@ def _explore(d: JobDemand, ws: tuple[int, int], room: _Room) -> tuple[tuple[int,
     Measured, the steps judge it on what was measured: the job goes back up only where that
     reads faster by their noise."""
     if d.static is not None or d.speed is None or ws != d.current or d.remaining_epochs is None \
-            or ws == (1, 1) or d.speed.measured(1, 1) is not None or (rate := d.speed.measured(*ws)) is None:
+            or d.speed.measured(1, 1) is not None or (rate := d.speed.measured(*ws)) is None:
         return None
-    left = _remaining_seconds(d, rate)
-    extra = d.speed.epoch_seconds(1, 1, d.samples_per_epoch) - d.samples_per_epoch / rate
+    left, predicted = _remaining_seconds(d, rate), d.speed.predict(1, 1)
+    extra = d.samples_per_epoch / predicted - d.samples_per_epoch / rate
     if extra > MIN_RELATIVE_GAIN * left or not _fits(d, ws, (1, 1), room):
         return None
     least = ", the least it could run" if d.speed.form == "nearest" else ""
-    return (1, 1), (f"{_ws(1, 1)}: measured once, which tuning left out; at {d.speed.predict(1, 1):.4g} "
+    return (1, 1), (f"{_ws(1, 1)}: measured once, which tuning left out; at {predicted:.4g} "
                     f"samples/s predicted{least}, an epoch there costs {max(extra, 0.0):.3g} s more, "
                     f"under {MIN_RELATIVE_GAIN:.0%} of the {left:.3g} s predicted left; it stays unless more reads faster")
 
