@@ -82,8 +82,8 @@ def _against_noise(ratios: list[float], noise: list[float]) -> dict:
     sigma = statistics.median(abs(c) for c in pairs) / (stats.norm.ppf(0.75) * math.sqrt(2))
     excess = [math.log(r) - c / 2 for r, c in zip(ratios, pairs)]
     mean, spread = sum(excess) / n, math.sqrt(1.5) * sigma
-    half = stats.t.ppf(0.95, n) * spread / math.sqrt(n)
-    band = stats.t.ppf(0.975, n) * spread
+    half = float(stats.t.ppf(0.95, n)) * spread / math.sqrt(n)
+    band = float(stats.t.ppf(0.975, n)) * spread
     return {"sigma": sigma, "mean": math.exp(mean), "interval": [math.exp(mean - half), math.exp(mean + half)],
             "band": math.exp(band) - 1, "beyond": sum(x > band for x in excess)}
 
