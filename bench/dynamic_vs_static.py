@@ -79,7 +79,7 @@ def _against_noise(ratios: list[float], noise: list[float]) -> dict:
     the noise" was what no difference looks like; and one burst set the band for every seed."""
     n = len(noise)
     pairs = [math.log(a) for a in noise]
-    sigma = statistics.median(abs(c) for c in pairs) / (stats.norm.ppf(0.75) * math.sqrt(2))
+    sigma = statistics.median(abs(c) for c in pairs) / (float(stats.norm.ppf(0.75)) * math.sqrt(2))
     excess = [math.log(r) - c / 2 for r, c in zip(ratios, pairs)]
     mean, spread = sum(excess) / n, math.sqrt(1.5) * sigma
     half = float(stats.t.ppf(0.95, n)) * spread / math.sqrt(n)
