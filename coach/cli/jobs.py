@@ -325,7 +325,10 @@ def status(job_id: Optional[str] = typer.Argument(None, metavar="JOB", help="One
     elif not rows and not unreadable:
         console.print(f"no jobs yet in {store.path}")
     elif rows:
-        out.print(_table([fmt.job_row(j, events) for j, events in rows]))
+        table = [fmt.job_row(j, events) for j, events in rows]
+        if len({j.backend for j, _ in rows}) > 1:   # an experimenter's store holds both: say which ran where
+            table = [dict(r, backend=j.backend) for r, (j, _) in zip(table, rows)]
+        out.print(_table(table))
         for j, _ in rows:
             if j.message and j.status in FINAL_STATUSES or j.message.startswith("waiting"):
                 out.print(f"{j.job_id}: {j.message}")

@@ -343,3 +343,18 @@ def test_one_job_with_a_damaged_event_does_not_hide_the_others_from_status(coach
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "job a-000000: ts: not a number: 'abc'" in proc.stderr, proc.stderr
     assert "b-000000" in proc.stdout and "a-000000" not in proc.stdout, proc.stdout
+
+
+def test_status_names_the_backend_when_the_jobs_ran_on_more_than_one(coach_home: Path) -> None:
+    """An experimenter comparing the backends keeps both kinds of job in one COACH_HOME; the table
+    said which (w, s) each ran, not where. With one backend only, the column would say nothing."""
+    from tests.conftest import run_coach
+
+    store = Store()
+    store.create_job("a-000000", "a", "x.yaml", {}, 0.1, 1.0)
+    header = run_coach("status").stdout.splitlines()[1]
+    assert "backend" not in header, header
+    store.create_job("b-000000", "b", "x.yaml", {}, 0.1, 1.0, backend="cluster")
+    lines = run_coach("status").stdout.splitlines()
+    assert "backend" in lines[1], lines
+    assert "local" in next(x for x in lines if "a-000000" in x) and "cluster" in next(x for x in lines if "b-000000" in x)
