@@ -84,9 +84,9 @@ class SpeedModel:
             return max(_quadratic(np.array(self.coef), workers, servers), MIN_THROUGHPUT)
         return _nearest(self.points, workers, servers, m, scale_fewer=not priced)
 
-    def epoch_seconds(self, workers: int, servers: int, samples_per_epoch: float) -> float:
-        """Predicted wall seconds of one epoch of `samples_per_epoch` samples."""
-        return samples_per_epoch / self.predict(workers, servers)
+    def epoch_seconds(self, workers: int, servers: int, samples_per_epoch: float, priced: bool = False) -> float:
+        """Predicted wall seconds of one epoch of `samples_per_epoch` samples (`priced`: as `predict`)."""
+        return samples_per_epoch / self.predict(workers, servers, priced=priced)
 
     def measured(self, workers: int, servers: int) -> float | None:
         """The samples/s (w, s) measured (the weighted median of its measurements, at the batch

@@ -504,7 +504,7 @@ def _fits(d: JobDemand, ws: tuple[int, int], to: tuple[int, int], room: _Room) -
 def _epoch_s(d: JobDemand, w: int, s: int) -> float:
     """A training epoch's seconds on (w, s) as charged: training at the modelled rate, as priced
     (`SpeedModel.predict`), + overhead."""
-    return d.samples_per_epoch / d.speed.predict(w, s, priced=True) + d.overhead_s   # type: ignore[union-attr]
+    return d.speed.epoch_seconds(w, s, d.samples_per_epoch, priced=True) + d.overhead_s   # type: ignore[union-attr]
 
 
 def predicted_epoch_cost(d: JobDemand, w: int, s: int) -> float | None:
