@@ -113,7 +113,50 @@ def _job_json(job: JobRecord, events: list[dict[str, Any]]) -> dict[str, Any]:
     eta_s, lo_s, hi_s = fmt.seconds_left(job)   # counted down to now, as the table shows it
     return dict(fields, earlier_jobs=[] if chosen in ("", NONE_FOUND) else chosen.split(","),
                 elapsed_s=fmt.elapsed(job, events), eta_s=eta_s, eta_interval_s=[lo_s, hi_s],
-                wait_s=fmt.wait_left(job))
+                wait_s=fmt.wait_left(job), next_step=next_step(job, events))
+
+
+def next_step(job: JobRecord, events: list[dict[str, Any]]) -> str | None:
+    """What to run next for a job that ended short of its target, by the rules `coach resume`
+    applies: a user who reads "failed" or "budget_exhausted" should not have to look up whether
+    the job can go on, or with what. None for a job that succeeded or still runs."""
+    if job.status == "succeeded" or job.status not in FINAL_STATUSES:
+        return None
+    kinds = {e["kind"] for e in events} if job.status == "failed" else set()
+    if "diverged" in kinds:
+        return f"submit {job.spec_path} again with a lower learning_rate (a resume would diverge again)"
+    if "fails_again" in kinds:
+        return f"fix the cause, then submit {job.spec_path} again (a resume would fail the same way)"
+    resume = f"coach resume {job.job_id}"
+    if job.status == "budget_exhausted":
+        return f"`{resume} --budget B` goes on where it stopped, B {_least_budget(job)}{_to_target(job)}"
+    if job.status == "max_epochs":
+        return f"`{resume} --max-epochs N` goes on where it stopped, N above {job.epoch}"
+    if "fails_until_fixed" in kinds:
+        return f"restore the damaged files its message names, then `{resume}` goes on where it stopped"
+    return f"`{resume}` goes on where it stopped"
+
+
+def _least_budget(job: JobRecord) -> str:
+    """The least budget a resume of a budget-exhausted job accepts: enough for the next epoch as
+    it was predicted when the job stopped, or else more than it had (and spent)."""
+    cost = job.eta.get("next_epoch_cost")
+    if isinstance(cost, (int, float)) and job.spent + cost > job.budget:
+        return f"at least {_rounded_up(job.spent + cost)}"
+    return f"more than {max(job.budget, job.spent):.6g}"
+
+
+def _to_target(job: JobRecord) -> str:
+    """The budget that pays for the epochs the job's last ETA said were left, at the next epoch's
+    predicted cost: one more epoch is seldom what the user wants."""
+    cost, left, hi = (job.eta.get(k) for k in ("next_epoch_cost", "epochs_left", "hi"))
+    if not (isinstance(cost, (int, float)) and isinstance(left, int)):
+        return ""
+    most = hi if isinstance(hi, int) else left
+    if most <= 1:   # the least a resume accepts already pays for it
+        return ""
+    span = f"{left}" if most == left else f"{left}–{most}"
+    return f"; its ETA said {span} epochs to the target at ~{cost:.4g} each: {_rounded_up(job.spent + most * cost)}"
 
 
 def _run(specs: dict[str, Any], backend: Any, json_out: bool, store: Store) -> None:
@@ -148,6 +191,8 @@ def _run(specs: dict[str, Any], backend: Any, json_out: bool, store: Store) -> N
         for j in jobs:
             colour = "green" if j.status == "succeeded" else "red"
             console.print(Text.assemble((f"{j.job_id}: {j.status}", colour), f" — {j.message}"))
+            if step := next_step(j, store.events(j.job_id)):
+                console.print(f"{j.job_id}: next: {step}")
     if any(j.status != "succeeded" for j in jobs):
         raise typer.Exit(1)
 
@@ -234,10 +279,8 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
     # what its next epoch was predicted to cost, when it stopped on that: the least a raise must pay for
     next_cost = job.eta.get("next_epoch_cost") if job.status == "budget_exhausted" else None
     if job.status == "budget_exhausted" and (budget is None or budget <= spec.budget):
-        least = (f"at least {_rounded_up(job.spent + next_cost)}" if isinstance(next_cost, (int, float))
-                 and job.spent + next_cost > spec.budget else f"more than {max(spec.budget, job.spent):.6g}")
         why = (f"{job.job_id} stopped on its budget of {spec.budget:.4g} ({job.message}); give a larger --budget, "
-               f"{least}")
+               f"{_least_budget(job)}")
         raise CoachError(why) if budget is None else SpecError("--budget", "", f"{why}, got {budget:g}")
     if budget is not None:   # what a killed run left unpaid is charged as the run starts
         try:
@@ -329,9 +372,11 @@ def status(job_id: Optional[str] = typer.Argument(None, metavar="JOB", help="One
         if len({j.backend for j, _ in rows}) > 1:   # an experimenter's store holds both: say which ran where
             table = [dict(r, backend=j.backend) for r, (j, _) in zip(table, rows)]
         out.print(_table(table))
-        for j, _ in rows:
+        for j, events in rows:
             if j.message and j.status in FINAL_STATUSES or j.message.startswith("waiting"):
                 out.print(f"{j.job_id}: {j.message}")
+            if job_id is not None and (step := next_step(j, events)):   # the list stays one line a job
+                out.print(f"{j.job_id}: next: {step}")
     for e in unreadable:   # listed after the readable ones, and the exit code says something is wrong
         print(f"error: {e}", file=sys.stderr)
     if unreadable:

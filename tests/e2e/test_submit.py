@@ -262,6 +262,10 @@ def test_static_job_with_tight_budget_stops_as_budget_exhausted(tmp_path: Path, 
     assert again.returncode == 1 and "stopped on its budget" in again.stderr and "larger --budget" in again.stderr
     least = re.search(r"larger --budget, (at least|more than) ([0-9.e+-]+)", again.stderr)   # it named no figure
     assert least and float(least.group(2)) >= rec["budget"], again.stderr
+    # what the job's report said to run next names the same least budget
+    step = f"`coach resume {rec['job_id']} --budget B` goes on where it stopped, B {least.group(1)} {least.group(2)}"
+    assert rec["next_step"].startswith(step), (rec["next_step"], again.stderr)
+    assert f"{rec['job_id']}: next: {step}" in run_coach("status", rec["job_id"], check=True).stdout
     if predicted is not None:
         assert least.group(1) == "at least" and float(least.group(2)) >= rec["spent"] + float(predicted.group(1)) * 0.999
     same = run_coach("resume", rec["job_id"], "--budget", str(rec["budget"]))   # no more money than before

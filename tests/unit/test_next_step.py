@@ -1,0 +1,53 @@
+"""What `coach submit`, `resume` and `status JOB` tell a user to run next for a job that ended
+short of its target: the same rules `coach resume` applies, so the hint is never refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from coach.cli.jobs import next_step
+from coach.state.records import JobRecord
+
+
+def _job(status: str, **fields: Any) -> JobRecord:
+    return JobRecord(job_id="j-1", name="j", spec_path="/jobs/j.yaml", status=status, target_loss=0.15,
+                     budget=0.01, **fields)
+
+
+@pytest.mark.parametrize("job, kinds, said", [
+    (_job("succeeded"), set(), None),
+    (_job("training"), set(), None),   # still runs: `coach stop` is its own command
+    (_job("stopped"), set(), "`coach resume j-1` goes on where it stopped"),
+    (_job("interrupted"), set(), "`coach resume j-1` goes on where it stopped"),
+    # the control plane went away under it: a resume once it is back goes on
+    (_job("failed"), {"retry", "epoch_failed"}, "`coach resume j-1` goes on where it stopped"),
+    (_job("failed"), {"diverged"}, "submit /jobs/j.yaml again with a lower learning_rate"),
+    (_job("failed"), {"fails_again"}, "fix the cause, then submit /jobs/j.yaml again"),
+    (_job("failed"), {"fails_until_fixed"}, "restore the damaged files its message names, then `coach resume j-1`"),
+    # kinds of an earlier run of a job that failed later for another reason do not count when it stopped
+    (_job("stopped"), {"diverged"}, "`coach resume j-1` goes on where it stopped"),
+    (_job("max_epochs", epoch=20), set(), "`coach resume j-1 --max-epochs N` goes on where it stopped, N above 20"),
+    # no prediction of the next epoch: more than it had
+    (_job("budget_exhausted", spent=0.0102), set(), "`coach resume j-1 --budget B` goes on where it stopped, "
+                                                    "B more than 0.0102"),
+    # one epoch left: the least a resume accepts pays for it, said once
+    (_job("budget_exhausted", spent=0.0095, eta={"next_epoch_cost": 0.001, "epochs_left": 1, "hi": 1}), set(),
+     "`coach resume j-1 --budget B` goes on where it stopped, B at least 0.0105"),
+    # more left: what pays for the upper end of its ETA's interval too
+    (_job("budget_exhausted", spent=0.0095, eta={"next_epoch_cost": 0.001, "epochs_left": 3, "hi": 5}), set(),
+     "B at least 0.0105; its ETA said 3–5 epochs to the target at ~0.001 each: 0.0145"),
+    (_job("budget_exhausted", spent=0.0095, eta={"next_epoch_cost": 0.001, "epochs_left": 2, "hi": None}), set(),
+     "its ETA said 2 epochs to the target at ~0.001 each: 0.0115"),
+    # unreachable as far as its ETA sees: only the least
+    (_job("budget_exhausted", spent=0.0095, eta={"next_epoch_cost": 0.001, "epochs_left": None}), set(),
+     "B at least 0.0105"),
+])
+def test_the_next_step_follows_the_rules_resume_applies(job: JobRecord, kinds: set[str], said: str | None) -> None:
+    step = next_step(job, [{"kind": k} for k in sorted(kinds)])
+    if said is None:
+        assert step is None
+    else:
+        assert step is not None and said in step, step
+        assert ("its ETA" in step) == ("its ETA" in said), step   # said where it adds something, only there
