@@ -97,6 +97,44 @@ def test_ctrl_c_leaves_no_pod_and_no_process(workload: Workload, coach_home: Pat
     assert len(scheduled_by(workload.kube, rec["job_id"])) >= bound + 4   # the static (2, 1) group, on pods
 
 
+def test_a_control_plane_stopped_under_a_job_fails_it_resumably(coach_home: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """`coach cluster down --force` under a running job: the job fails with what happened and what
+    to do, keeps every epoch it recorded, and a resume once the control plane is back goes on from
+    there. On a control plane of its own: the session's stays up for the other tests."""
+    monkeypatch.setenv("COACH_CLUSTER_DIR", str(tmp_path / "own-cluster"))
+    run_coach("cluster", "up", check=True)
+    job = write_job(tmp_path / "job.yaml", name="cut", **dict(FAST_JOB, allocation="static", workers=1, servers=1,
+                                                               target_loss=0.01, max_epochs=6))
+    proc = subprocess.Popen([*COACH, "submit", str(job), "--backend", "cluster", "--json"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    try:
+        wait_for(lambda: (json.loads(run_coach("status", "--json", check=True).stdout) or [{}])[0].get("epoch", 0) >= 2,
+                 300, "the job's second training epoch")
+        down = run_coach("cluster", "down", "--force")
+        assert down.returncode == 0, down.stderr
+        out, err = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+        run_coach("cluster", "down", "--force")
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    [rec] = json.loads(out)
+    assert rec["status"] == "failed" and "the control plane is not running" in rec["message"], rec
+    assert "`coach cluster up` starts it" in rec["message"], rec["message"]
+    assert rec["next_step"] == f"`coach resume {rec['job_id']}` goes on where it stopped", rec
+    before = [(r["phase"], r["epoch"]) for r in json.loads(run_coach("history", rec["job_id"], "--json").stdout)]
+    assert ("training", 1) in before, before
+    run_coach("cluster", "up", check=True)
+    try:
+        again = run_coach("resume", rec["job_id"], "--json", timeout=600)
+    finally:
+        run_coach("cluster", "down", "--force")
+    [done] = json.loads(again.stdout)
+    assert done["status"] == "max_epochs" and done["backend"] == "cluster", again.stderr
+    after = [(r["phase"], r["epoch"]) for r in json.loads(run_coach("history", rec["job_id"], "--json").stdout)]
+    assert after[:len(before)] == before and len(set(after)) == len(after), after   # went on, nothing again
+    assert [e for p, e in after if p == "training"] == list(range(1, 7)), after
+
 @pytest.mark.parametrize("scheduler, placed, waited", [("gang", "placed 0 of the 4 pods in 8 s", 8),
                                                        ("default", "placed 3 of the 4 pods and no more in 3 s", 3)])
 def test_a_group_that_cannot_be_placed_whole_holds_no_room(workload: Workload, scheduler: str, placed: str,
