@@ -138,6 +138,7 @@ class ConvergenceFit:
     earlier: tuple[Warp, ...] = ()   # earlier runs of the same model and data laid over this one, closest first
     local: tuple[float, float] | None = None   # (b0, b1) refitted on the recent quarter with b2 kept
     local_weight: float = 0.0   # its share, in log epochs, of the predicted passage (misfit share)
+    fitted_from: float = 0.0   # the first progress weighed fully (the recent half): before it the curve is not the data's
 
     def predict(self, k: float | np.ndarray) -> float | np.ndarray:
         """Predicted loss after `k` epochs of progress."""
@@ -377,7 +378,8 @@ def _fit_convergence(k: np.ndarray, y: np.ndarray, bootstrap: int,
     local = _local_rate(k, y, b, scale) if share > 0.0 else None
     return ConvergenceFit(b0=float(b[0]), b1=float(b[1]), b2=float(b[2]), last_progress=float(k.max()),
                           noise=float(noise),
-                          replicas=tuple(replicas), local=local, local_weight=share if local else 0.0)
+                          replicas=tuple(replicas), local=local, local_weight=share if local else 0.0,
+                          fitted_from=float(k[tail].min()))
 
 
 def _misfit_share(y_tail: np.ndarray, noise: float) -> float:

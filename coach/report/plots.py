@@ -84,9 +84,15 @@ def _loss_panel(ax, x: np.ndarray, epochs: Sequence[EpochRecord], target: float,
         x_end = max(x_end, x0 + trained + (hi if hi is not None else n)) * 1.05
     grid = np.linspace(min(0.1, x.min()) if x.size else 0.1, max(x_end, 1.0), 300)
     if fit is not None:
-        ax.plot(grid, fit.predict(grid), "-", color="tab:orange",
-                label=f"fit 1/({_coef(fit.b0)}·k + {_coef(fit.b1)}) + {_coef(fit.b2)}" if fit.b0 > 0
-                else f"fit: flat at {fit.b2:.3g} (a plateau)")
+        # drawn solid where it was fitted: the recent half. Before that the same curve, run backwards,
+        # missed LeNet's first epochs by 2× and read as a bad fit of them; it was never fitted there
+        head = np.append(grid[grid < fit.fitted_from], fit.fitted_from)   # the two meet at fitted_from
+        tail = np.insert(grid[grid > fit.fitted_from], 0, fit.fitted_from)
+        ax.plot(tail, fit.predict(tail), "-", color="tab:orange",
+                label=(f"fit 1/({_coef(fit.b0)}·k + {_coef(fit.b1)}) + {_coef(fit.b2)}" if fit.b0 > 0
+                       else f"fit: flat at {fit.b2:.3g} (a plateau)") + f", to the points from {fit.fitted_from:.3g} on")
+        if head.size > 1:
+            ax.plot(head, fit.predict(head), ":", color="tab:orange", lw=1, label="the same curve before them (not fitted)")
     if pred is not None and pred.earlier is not None:
         w = pred.earlier
         ax.plot(grid, w.run.level(w.c * grid), "--", color="tab:purple", lw=1,
@@ -117,8 +123,19 @@ def _loss_panel(ax, x: np.ndarray, epochs: Sequence[EpochRecord], target: float,
     # judged with the target: losses from 4.5 to 0.4 with a target of 0.06 drew the target, the fit
     # and its crossing in the bottom few pixels of a linear axis
     shown = np.append(y, target)
-    if np.all(shown > 0) and shown.max() / shown.min() > 20:
+    log = bool(np.all(shown > 0) and shown.max() / shown.min() > 20)
+    if log:
         ax.set_yscale("log")
+    # the points, the target, the fitted part of the curve and a floor drawn as unreachable set
+    # the scale, not the unfitted curve before them (it rose to 1.45 over LeNet's 0.13–0.25)
+    drawn = [shown] + ([fit.predict(tail)] if fit is not None else [])
+    if pred is not None and n is None:
+        drawn.append(np.array([pred.asymptote]))
+    values = np.concatenate(drawn)
+    values = values[np.isfinite(values) & (values > 0 if log else True)]
+    low, high = float(values.min()), float(values.max())
+    if high > low:
+        ax.set_ylim(*((low / 1.15, high * 1.15) if log else (low - 0.05 * (high - low), high + 0.05 * (high - low))))
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
 

@@ -368,3 +368,30 @@ def test_the_plot_predicts_what_status_does(tmp_path, monkeypatch, recs, target)
     assert f"stop rule predicted at training epoch {n_train + e.epochs_left}" in labels, labels
     hi = "never" if e.hi is None else n_train + e.hi
     assert f"80% interval [{n_train + e.lo}, {hi}]" in labels, labels
+
+
+def test_the_fit_is_drawn_solid_only_over_the_points_it_was_fitted_to(tmp_path, monkeypatch):
+    """The fit weighs the recent half; run backwards over the head, LeNet's curve read 2× its first
+    epochs' losses and looked like a bad fit of them, and it set the scale (up to 1.45 over losses
+    of 0.13–0.25). Drawn dotted there, and the scale is the data's."""
+    from coach.report import plots
+
+    k = np.arange(1, 13, dtype=float)
+    head = np.array([0.9, 0.5, 0.35, 0.3, 0.27])   # a fast head, then the tail of 1/(k + 2) + 0.1
+    losses = np.concatenate([head, 1.0 / (k[5:] + 2.0) + 0.1])
+    recs = [EpochRecord("job1", "training", int(e), 1, 1, v, v, 1.0, 400, 400.0, 0.01) for e, v in zip(k, losses)]
+    figures = []
+    monkeypatch.setattr(plots.plt, "close", figures.append)
+    fit = fit_convergence(k, losses)
+    assert fit.fitted_from == 6.0   # the recent half of 12 epochs
+    plot_job(tmp_path / "job.png", recs, target=0.15, fit=fit, speed=None)
+    ax = figures[0].axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    solid = next(line for label, line in lines.items() if label.startswith("fit 1/"))
+    assert solid.get_label().endswith("to the points from 6 on"), solid.get_label()
+    assert solid.get_xdata().min() == pytest.approx(6.0, abs=0.05) and solid.get_linestyle() == "-"
+    dotted = lines["the same curve before them (not fitted)"]
+    assert dotted.get_xdata().max() <= 6.0 and dotted.get_linestyle() == ":"
+    assert fit.predict(0.1) > 1.2 * losses.max()   # the curve run back rises far above the points ...
+    low, high = ax.get_ylim()
+    assert high < 1.1 * losses.max() and low < 0.15   # ... and is clipped: the points and the target set the scale
