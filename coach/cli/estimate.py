@@ -37,6 +37,7 @@ class Curve:
     losses: list[float]
     offset: float              # model progress = file epoch + offset (nonzero only if the file starts at ≤ 0)
     train_losses: list[float] | None = None   # a `train_loss` column, if the header names one
+    column: str = "loss"       # the header's name of the column read as the curve
 
 
 MAX_ROWS = 100_000
@@ -48,7 +49,8 @@ MAX_BYTES = 16 * 2**20
 def read_curve(path: Path) -> Curve:
     """Read `epoch,loss` rows (an optional header may name the columns and add others; the loss
     column may be named `val_loss` and a `train_loss` column, as in Coach's own records, is read
-    too and helps tell a plateau).
+    too and helps tell a plateau). A header with `loss` and `val_loss` is Keras': there `val_loss`
+    is the curve and `loss` the training loss.
 
     Raises SpecError naming the file, the line and the field for anything unusable.
     """
@@ -73,17 +75,20 @@ def read_curve(path: Path) -> Curve:
         raise SpecError(source, "", f"not CSV of 'epoch,loss' lines: {exc}") from None
     if not rows:
         raise SpecError(source, "", "no rows: expected lines of 'epoch,loss'")
-    i_epoch, i_loss, i_train, width = 0, 1, None, 2
+    i_epoch, i_loss, i_train, width, named, train_named = 0, 1, None, 2, "loss", "train_loss"
     first = [c.strip().lower() for c in rows[0][1]]
     if header := not _is_number(first[0]):
-        loss = "loss" if "loss" in first else "val_loss"   # `val_loss`: as Coach's own records name it
-        if "epoch" not in first or loss not in first:
+        # `val_loss` is the validation loss wherever it is named (Coach's `history --json`, Keras'
+        # CSVLogger); beside it Keras' `loss` is the training loss, which was read as the curve
+        named = "val_loss" if "val_loss" in first else "loss"
+        train_named = "train_loss" if "train_loss" in first or named == "loss" else "loss"
+        if "epoch" not in first or named not in first:
             raise SpecError(source, f"line {rows[0][0]}", "header must name the columns 'epoch' and 'loss' (or "
                                                            f"'val_loss'), got {rows[0][1]}")
-        if twice := next((c for c in ("epoch", loss, "train_loss") if first.count(c) > 1), None):
+        if twice := next((c for c in ("epoch", named, train_named) if first.count(c) > 1), None):
             raise SpecError(source, f"line {rows[0][0]}", f"header names the column {twice!r} twice: {rows[0][1]}")
-        i_epoch, i_loss, width = first.index("epoch"), first.index(loss), len(first)
-        i_train = first.index("train_loss") if "train_loss" in first else None
+        i_epoch, i_loss, width = first.index("epoch"), first.index(named), len(first)
+        i_train = first.index(train_named) if train_named in first else None
         rows = rows[1:]
     columns = (f"the header names {width} columns" if header else
                "without a header a line is 'epoch,loss'; a header line such as 'epoch,loss,train_loss' names more")
@@ -98,24 +103,24 @@ def read_curve(path: Path) -> Curve:
     train: list[float] = []
     for n, row in rows:
         epoch = _field(source, n, row, i_epoch, "epoch")
-        loss = _field(source, n, row, i_loss, "loss")
+        loss = _field(source, n, row, i_loss, named)
         if epoch < 0:   # counted from the start of training: 0 is its untrained start at most
             raise SpecError(source, f"line {n}: epoch", f"must be ≥ 0, got {epoch:g}")
         if epochs and epoch <= epochs[-1]:
             raise SpecError(source, f"line {n}: epoch", f"epochs must increase, got {epoch:g} after {epochs[-1]:g}")
         if loss < 0:
-            raise SpecError(source, f"line {n}: loss", f"must be ≥ 0, got {loss:g}")
+            raise SpecError(source, f"line {n}: {named}", f"must be ≥ 0, got {loss:g}")
         if i_train is not None:
-            train_loss = _field(source, n, row, i_train, "train_loss")
+            train_loss = _field(source, n, row, i_train, train_named)
             if train_loss < 0:
-                raise SpecError(source, f"line {n}: train_loss", f"must be ≥ 0, got {train_loss:g}")
+                raise SpecError(source, f"line {n}: {train_named}", f"must be ≥ 0, got {train_loss:g}")
             train.append(train_loss)
         epochs.append(epoch)
         losses.append(loss)
     if len(epochs) < 3:
         raise SpecError(source, "", f"need at least 3 rows of 'epoch,loss' to fit a curve, got {len(epochs)}")
     offset = 1.0 - epochs[0] if epochs[0] <= 0 else 0.0
-    return Curve(epochs, losses, offset, train if i_train is not None else None)
+    return Curve(epochs, losses, offset, train if i_train is not None else None, named)
 
 
 def predict_curve(curve: Curve, target: float, consecutive: int = 1,
@@ -204,7 +209,7 @@ def estimate(
             out["earlier_run_weight"] = round(pred.earlier_weight, 3)
         typer.echo(json.dumps(out))
         return
-    table = Table(title=f"{curve.name}: {len(data.epochs)} epochs, target {target:g}"
+    table = Table(title=f"{curve.name}: {len(data.epochs)} epochs of {data.column}, target {target:g}"
                         + (f", {consecutive} in a row" if consecutive > 1 else ""), show_header=False)
     table.add_column("")
     table.add_column("", justify="right")

@@ -387,3 +387,23 @@ def test_an_unusable_earlier_run_is_named(tmp_path):
         CliRunner().invoke(app, ["estimate", str(path), "--target", "0.2", "--earlier", str(short)],
                            catch_exceptions=False)
     assert err.value.exit_code == 2
+
+
+def test_a_keras_history_is_read_by_its_validation_loss(tmp_path):
+    """Keras' CSVLogger writes `epoch,accuracy,loss,val_accuracy,val_loss`, epochs from 0: its
+    `loss` is the training loss, and was read as the curve (predicting the training loss's
+    crossing, epochs early). `val_loss` is the curve, `loss` the training loss beside it."""
+    val, training = [1.1, 0.85, 0.7, 0.62, 0.57, 0.54, 0.52], [1.2, 0.9, 0.7, 0.6, 0.52, 0.47, 0.43]
+    keras, ours = tmp_path / "keras.csv", tmp_path / "ours.csv"
+    keras.write_text("epoch,accuracy,loss,val_accuracy,val_loss\n"
+                     + "".join(f"{e},0.5,{t},0.5,{v}\n" for e, (v, t) in enumerate(zip(val, training))))
+    ours.write_text("epoch,loss,train_loss\n" + "".join(f"{e},{v},{t}\n" for e, (v, t) in enumerate(zip(val, training))))
+    answer = run(str(keras), "--target", "0.5")
+    assert answer == run(str(ours), "--target", "0.5")
+    assert answer["epochs_to_target"] > 6   # the training loss is under 0.5 from epoch 4 on
+    table = CliRunner().invoke(app, ["estimate", str(keras), "--target", "0.5"], catch_exceptions=False)
+    assert "keras.csv: 7 epochs of val_loss, target 0.5" in " ".join(table.output.split()), table.output
+    bad = tmp_path / "bad.csv"
+    bad.write_text("epoch,loss,val_loss\n0,1.0,0.9\n1,0.8,x\n")
+    with pytest.raises(SpecError, match=re.escape(f"{bad}: line 3: val_loss: not a number: 'x'")):
+        CliRunner().invoke(app, ["estimate", str(bad), "--target", "0.5"], catch_exceptions=False)
