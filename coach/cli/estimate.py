@@ -100,27 +100,38 @@ def read_curve(path: Path) -> Curve:
                                                             "epoch (average finer-grained losses per epoch)")
     epochs: list[float] = []
     losses: list[float] = []
-    train: list[float] = []
+    train: list[float | None] = []
+    train_of: dict[float, float] = {}   # an epoch's training loss, wherever its rows give one
+    skipped = 0
     for n, row in rows:
         epoch = _field(source, n, row, i_epoch, "epoch")
-        loss = _field(source, n, row, i_loss, named)
         if epoch < 0:   # counted from the start of training: 0 is its untrained start at most
             raise SpecError(source, f"line {n}: epoch", f"must be ≥ 0, got {epoch:g}")
+        if i_train is not None and not _empty(row, i_train):
+            train_loss = _field(source, n, row, i_train, train_named)
+            if train_loss < 0:
+                raise SpecError(source, f"line {n}: {train_named}", f"must be ≥ 0, got {train_loss:g}")
+            train_of[epoch] = train_loss
+        if header and _empty(row, i_loss):
+            # a logger's row of other metrics: PyTorch Lightning's CSVLogger writes an epoch's
+            # training and validation losses on rows of their own, each with the other's cell empty
+            skipped += 1
+            continue
+        loss = _field(source, n, row, i_loss, named)
         if epochs and epoch <= epochs[-1]:
             raise SpecError(source, f"line {n}: epoch", f"epochs must increase, got {epoch:g} after {epochs[-1]:g}")
         if loss < 0:
             raise SpecError(source, f"line {n}: {named}", f"must be ≥ 0, got {loss:g}")
-        if i_train is not None:
-            train_loss = _field(source, n, row, i_train, train_named)
-            if train_loss < 0:
-                raise SpecError(source, f"line {n}: {train_named}", f"must be ≥ 0, got {train_loss:g}")
-            train.append(train_loss)
         epochs.append(epoch)
         losses.append(loss)
+        train.append(None)
     if len(epochs) < 3:
-        raise SpecError(source, "", f"need at least 3 rows of 'epoch,loss' to fit a curve, got {len(epochs)}")
+        without = f" (and {skipped} without a {named}, skipped)" if skipped else ""
+        raise SpecError(source, "", f"need at least 3 rows of 'epoch,loss' to fit a curve, got {len(epochs)}{without}")
     offset = 1.0 - epochs[0] if epochs[0] <= 0 else 0.0
-    return Curve(epochs, losses, offset, train if i_train is not None else None, named)
+    train = [train_of.get(e) for e in epochs]
+    # only whole: the training loss decides plateaus together with the curve, epoch by epoch
+    return Curve(epochs, losses, offset, train if all(t is not None for t in train) else None, named)
 
 
 def predict_curve(curve: Curve, target: float, consecutive: int = 1,
@@ -235,6 +246,12 @@ def _trimmed(row: list[str]) -> list[str]:
     while row and not row[-1].strip():
         row = row[:-1]
     return row
+
+
+def _empty(row: list[str], index: int) -> bool:
+    """Whether the row has the cell, empty: a logger's "no value here" (a row that ends before
+    the cell is cut short, and is named as such by `_field`)."""
+    return index < len(row) and not row[index].strip()
 
 
 def _is_number(text: str) -> bool:

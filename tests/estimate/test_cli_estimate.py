@@ -407,3 +407,24 @@ def test_a_keras_history_is_read_by_its_validation_loss(tmp_path):
     bad.write_text("epoch,loss,val_loss\n0,1.0,0.9\n1,0.8,x\n")
     with pytest.raises(SpecError, match=re.escape(f"{bad}: line 3: val_loss: not a number: 'x'")):
         CliRunner().invoke(app, ["estimate", str(bad), "--target", "0.5"], catch_exceptions=False)
+
+
+def test_a_lightning_metrics_file_is_read_by_its_epochs_validation_rows(tmp_path):
+    """PyTorch Lightning's CSVLogger writes an epoch's training and validation losses on rows of
+    their own, the other's cell empty: it was refused at its first empty cell. Rows without the
+    curve's loss are skipped, and each epoch's training loss is taken from its own rows."""
+    val, training = [1.1, 0.85, 0.7, 0.62, 0.57, 0.54], [1.3, 0.9, 0.7, 0.6, 0.52, 0.47]
+    lightning, ours = tmp_path / "metrics.csv", tmp_path / "ours.csv"
+    lightning.write_text("epoch,step,train_loss,val_loss\n" + "".join(
+        f"{e},{50 * e + 49},{t},\n{e},{50 * e + 49},,{v}\n" for e, (v, t) in enumerate(zip(val, training))))
+    ours.write_text("epoch,loss,train_loss\n" + "".join(f"{e},{v},{t}\n" for e, (v, t) in enumerate(zip(val, training))))
+    assert run(str(lightning), "--target", "0.5") == run(str(ours), "--target", "0.5")
+    # an epoch without a validation loss is left out, as if its row were not there
+    gap, cut = tmp_path / "gap.csv", tmp_path / "cut.csv"
+    gap.write_text("epoch,val_loss\n" + "".join(f"{e},{'' if e == 2 else v}\n" for e, v in enumerate(val)))
+    cut.write_text("epoch,val_loss\n" + "".join(f"{e},{v}\n" for e, v in enumerate(val) if e != 2))
+    assert run(str(gap), "--target", "0.5") == run(str(cut), "--target", "0.5")
+    empty = tmp_path / "empty.csv"
+    empty.write_text("epoch,val_loss\n0,\n1,\n2,0.5\n")
+    with pytest.raises(SpecError, match=re.escape("got 1 (and 2 without a val_loss, skipped)")):
+        CliRunner().invoke(app, ["estimate", str(empty), "--target", "0.5"], catch_exceptions=False)
