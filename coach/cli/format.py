@@ -16,6 +16,10 @@ from coach.state.records import FINAL_STATUSES, WAIT_KEYS, JobRecord
 BETWEEN_SHOWN_S = 1.0
 """The ETA names the time between epochs from here: below it is fitting and planning, not waiting."""
 
+FINISH_SHOWN_S = 600.0
+"""The ETA names the finish time by the clock from here (10 minutes left): for a shorter wait the
+clock time is only noise beside the seconds."""
+
 
 def clock_times(timestamps: list[float], now: float | None = None) -> list[str]:
     """Times of day for a list of events, with their dates when they are not all of today: a job
@@ -69,7 +73,7 @@ def eta_text(job: JobRecord, now: float | None = None) -> str:
     e = {k: v for k, v in (job.eta or {}).items() if k not in WAIT_KEYS}
     if job.status in FINAL_STATUSES or not e:
         return "-" if wait is None else f"wait ~{duration(wait)}"
-    text = _epochs_left_text(job, e, now)
+    text = _epochs_left_text(job, e, now, wait or 0.0)
     return text if wait is None else f"wait ~{duration(wait)}, then {text}"
 
 
@@ -83,7 +87,7 @@ def wait_left(job: JobRecord, now: float | None = None) -> float | None:
     return max(0.0, float(e["wait_s"]) - (now - float(e.get("wait_at", now))))
 
 
-def _epochs_left_text(job: JobRecord, e: dict[str, Any], now: float | None) -> str:
+def _epochs_left_text(job: JobRecord, e: dict[str, Any], now: float | None, wait: float) -> str:
     budget = e.get("budget_epochs")
     paid = f"; the budget pays for ~{budget} more epoch{'' if budget == 1 else 's'}" if budget is not None else ""
     if not e.get("reachable", True):
@@ -100,7 +104,19 @@ def _epochs_left_text(job: JobRecord, e: dict[str, Any], now: float | None) -> s
     earlier = f" with {e['earlier']} {e.get('earlier_weight', 0):.0%}" if e.get("earlier") else ""
     between = float(e.get("between_epochs_s") or 0.0)   # waiting for cores other jobs hold, mostly
     waits = f" incl. ~{duration(between)} between epochs" if between >= BETWEEN_SHOWN_S else ""
-    return f"{n} epoch{'' if n == 1 else 's'} ({e.get('lo')}–{hi}), ~{duration(secs)}{span}{waits}{earlier}{paid}"
+    done = ""
+    if secs is not None and secs >= FINISH_SHOWN_S:   # an hour's job is planned by the clock
+        at = (time.time() if now is None else now) + wait
+        done = f", done ~{finish_clock(at + secs, at)}" + (
+            f" [{finish_clock(at + lo_s, at)}–{finish_clock(at + hi_s, at)}]" if hi_s is not None and lo_s is not None
+            else "")
+    return f"{n} epoch{'' if n == 1 else 's'} ({e.get('lo')}–{hi}), ~{duration(secs)}{span}{waits}{done}{earlier}{paid}"
+
+
+def finish_clock(ts: float, now: float) -> str:
+    """When a job is expected to finish, by the clock: '14:05', or 'Sat 09:10' when not today."""
+    when = time.localtime(ts)
+    return time.strftime("%H:%M" if when[:3] == time.localtime(now)[:3] else "%a %H:%M", when)
 
 
 def seconds_left(job: JobRecord, now: float | None = None) -> tuple[float | None, float | None, float | None]:

@@ -106,14 +106,18 @@ def _table(rows: list[dict[str, Any]], title: str | None = None) -> Table:
 def _job_json(job: JobRecord, events: list[dict[str, Any]]) -> dict[str, Any]:
     """A job as `--json` gives it, the same from `submit`, `resume` and `status`: the earlier runs
     its ETA asks as a list of job ids (the store's comma-separated text, or its "-" for none
-    found, is not for scripts to parse), and the seconds left as of now (`eta.seconds` is as
-    predicted at `eta.at`)."""
+    found, is not for scripts to parse), the seconds left as of now (`eta.seconds` is as
+    predicted at `eta.at`) and the finish time they give (Unix seconds, after any wait)."""
     fields = job.to_dict()
     chosen = fields.pop("earlier_job")
-    eta_s, lo_s, hi_s = fmt.seconds_left(job)   # counted down to now, as the table shows it
+    now = time.time()
+    eta_s, lo_s, hi_s = fmt.seconds_left(job, now)   # counted down to now, as the table shows it
+    wait_s = fmt.wait_left(job, now)
+    start = now + (wait_s or 0.0)
+    finish = [None if s is None else round(start + s, 1) for s in (eta_s, lo_s, hi_s)]
     return dict(fields, earlier_jobs=[] if chosen in ("", NONE_FOUND) else chosen.split(","),
                 elapsed_s=fmt.elapsed(job, events), eta_s=eta_s, eta_interval_s=[lo_s, hi_s],
-                wait_s=fmt.wait_left(job), next_step=next_step(job, events))
+                finish_at=finish[0], finish_interval_at=finish[1:], wait_s=wait_s, next_step=next_step(job, events))
 
 
 def next_step(job: JobRecord, events: list[dict[str, Any]]) -> str | None:

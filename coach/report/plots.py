@@ -133,7 +133,7 @@ def _loss_panel(ax, x: np.ndarray, epochs: Sequence[EpochRecord], target: float,
         drawn.append(np.array([pred.asymptote]))
     values = np.concatenate(drawn)
     values = values[np.isfinite(values) & (values > 0 if log else True)]
-    low, high = float(values.min()), float(values.max())
+    low, high = (float(values.min()), float(values.max())) if values.size else (0.0, 0.0)
     if high > low:
         ax.set_ylim(*((low / 1.15, high * 1.15) if log else (low - 0.05 * (high - low), high + 0.05 * (high - low))))
     ax.legend(fontsize=7)

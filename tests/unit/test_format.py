@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import pytest
@@ -255,3 +256,41 @@ def test_events_piped_keep_one_line_each(coach_home) -> None:
     proc = run_coach("events", "j-000000", check=True)
     [line] = [ln for ln in proc.stdout.splitlines() if "plan" in ln]
     assert line.endswith(long), proc.stdout
+
+
+def _clock(ts: float, now: float = NOW) -> str:
+    same_day = time.localtime(ts)[:3] == time.localtime(now)[:3]
+    return time.strftime("%H:%M" if same_day else "%a %H:%M", time.localtime(ts))
+
+
+@pytest.mark.parametrize("wait", [None, 600.0])
+def test_a_long_eta_names_the_finish_by_the_clock(wait: float | None) -> None:
+    """An ETA of an hour was only "~1h00m": the finish time by the clock (after any wait for room),
+    with its interval. Under 10 minutes the seconds say it."""
+    eta = dict(reachable=True, asymptote=0.1, epochs_left=30, lo=20, hi=50, seconds=3600.0, seconds_lo=2400.0,
+               seconds_hi=6000.0, at=NOW) | ({} if wait is None else dict(wait_s=wait, wait_at=NOW))
+    start = NOW + (wait or 0.0)
+    text = eta_text(job(**eta), now=NOW)
+    assert text.endswith(f"30 epochs (20–50), ~1h00m [40m00s–1h40m], done ~{_clock(start + 3600)} "
+                         f"[{_clock(start + 2400)}–{_clock(start + 6000)}]"), text
+    short = dict(eta, seconds=500.0, seconds_lo=400.0, seconds_hi=900.0)
+    assert "done" not in eta_text(job(**short), now=NOW)
+    never = dict(eta, hi=None, seconds_hi=None)
+    assert eta_text(job(**never), now=NOW).endswith(f", done ~{_clock(start + 3600)}")
+    from coach.cli.format import finish_clock
+
+    assert finish_clock(NOW + 86400, NOW) == time.strftime("%a %H:%M", time.localtime(NOW + 86400))
+
+
+def test_json_gives_the_finish_time_as_unix_seconds() -> None:
+    from coach.cli.jobs import _job_json
+
+    before = time.time()
+    eta = dict(reachable=True, asymptote=0.1, epochs_left=3, lo=2, hi=5, seconds=30.0, seconds_lo=20.0,
+               seconds_hi=50.0, at=before, wait_s=10.0, wait_at=before)
+    rec = _job_json(job(**eta), [])
+    after = time.time()
+    assert before + 40 - 0.1 <= rec["finish_at"] <= after + 40 + 0.1, rec
+    assert [round(t - rec["finish_at"]) for t in rec["finish_interval_at"]] == [-10, 20], rec
+    over = _job_json(job(status="succeeded", **eta), [])
+    assert (over["finish_at"], over["finish_interval_at"]) == (None, [None, None])
