@@ -38,6 +38,20 @@ class Curve:
     offset: float              # model progress = file epoch + offset (nonzero only if the file starts at ≤ 0)
     train_losses: list[float] | None = None   # a `train_loss` column, if the header names one
     column: str = "loss"       # the header's name of the column read as the curve
+    train_column: str | None = None   # the column read as the training loss, if used
+    skipped: int = 0           # rows of other metrics (a logger's), without the curve's loss
+    unused: str = ""           # why a training-loss column the header names is not used
+
+    def read(self) -> dict[str, object]:
+        """What was read, for `--json`: a Keras or Lightning log has columns to choose from."""
+        return {"column": self.column, "epochs": len(self.epochs), "train_column": self.train_column,
+                "rows_skipped": self.skipped}
+
+    def said(self) -> str:
+        """What was read, in words, for the table's title."""
+        parts = [f"{len(self.epochs)} epochs of {self.column}" + (f" (training loss: {self.train_column})" if self.train_column else ""),
+                 self.unused, f"{self.skipped} row{'s' * (self.skipped != 1)} of other metrics skipped" if self.skipped else ""]
+        return "; ".join(p for p in parts if p)
 
 
 MAX_ROWS = 100_000
@@ -100,8 +114,7 @@ def read_curve(path: Path) -> Curve:
                                                             "epoch (average finer-grained losses per epoch)")
     epochs: list[float] = []
     losses: list[float] = []
-    train: list[float | None] = []
-    train_of: dict[float, float] = {}   # an epoch's training loss, wherever its rows give one
+    trains: dict[float, list[float]] = {}   # an epoch's training losses, from whichever of its rows give one
     skipped = 0
     for n, row in rows:
         epoch = _field(source, n, row, i_epoch, "epoch")
@@ -111,10 +124,11 @@ def read_curve(path: Path) -> Curve:
             train_loss = _field(source, n, row, i_train, train_named)
             if train_loss < 0:
                 raise SpecError(source, f"line {n}: {train_named}", f"must be ≥ 0, got {train_loss:g}")
-            train_of[epoch] = train_loss
-        if header and _empty(row, i_loss):
+            trains.setdefault(epoch, []).append(train_loss)
+        if header and _empty(row, i_loss) and any(c.strip() for i, c in enumerate(row) if i not in (i_epoch, i_loss)):
             # a logger's row of other metrics: PyTorch Lightning's CSVLogger writes an epoch's
             # training and validation losses on rows of their own, each with the other's cell empty
+            # (a row with nothing but its epoch is cut short, and refused below)
             skipped += 1
             continue
         loss = _field(source, n, row, i_loss, named)
@@ -124,14 +138,15 @@ def read_curve(path: Path) -> Curve:
             raise SpecError(source, f"line {n}: {named}", f"must be ≥ 0, got {loss:g}")
         epochs.append(epoch)
         losses.append(loss)
-        train.append(None)
     if len(epochs) < 3:
-        without = f" (and {skipped} without a {named}, skipped)" if skipped else ""
+        without = f" (and {skipped} of other metrics, skipped)" if skipped else ""
         raise SpecError(source, "", f"need at least 3 rows of 'epoch,loss' to fit a curve, got {len(epochs)}{without}")
     offset = 1.0 - epochs[0] if epochs[0] <= 0 else 0.0
-    train = [train_of.get(e) for e in epochs]
-    # only whole: the training loss decides plateaus together with the curve, epoch by epoch
-    return Curve(epochs, losses, offset, train if all(t is not None for t in train) else None, named)
+    # an epoch's mean (a logger's per-step rows), and only whole: it decides plateaus with the curve, epoch by epoch
+    missing = next((e for e in epochs if e not in trains), None)
+    train = None if i_train is None or missing is not None else [sum(trains[e]) / len(trains[e]) for e in epochs]
+    unused = f"{train_named} not used: none for epoch {missing:g}" if i_train is not None and missing is not None else ""
+    return Curve(epochs, losses, offset, train, named, train_named if train else None, skipped, unused)
 
 
 def predict_curve(curve: Curve, target: float, consecutive: int = 1,
@@ -214,16 +229,17 @@ def estimate(
     if json_out:
         out = {"epochs_to_target": pred.epoch, "interval": [pred.lo, pred.hi],
                "asymptote": float(f"{pred.asymptote:.6g}"), "reachable": pred.reachable, "note": note,
-               "fit": {"b0": b0, "b1": b1 if b0 > 0 else None, "b2": b2}}
+               "fit": {"b0": b0, "b1": b1 if b0 > 0 else None, "b2": b2}, "read": data.read()}
         if before:
             out["earlier_run"] = used
             out["earlier_run_weight"] = round(pred.earlier_weight, 3)
         typer.echo(json.dumps(out))
         return
-    table = Table(title=f"{curve.name}: {len(data.epochs)} epochs of {data.column}, target {target:g}"
+    table = Table(title=f"{curve.name}: target {target:g}"
                         + (f", {consecutive} in a row" if consecutive > 1 else ""), show_header=False)
     table.add_column("")
     table.add_column("", justify="right")
+    table.add_row("read", data.said())
     table.add_row("epochs to target", "never (unreachable)" if pred.epoch is None else str(pred.epoch)
                   + (" (met in the file)" if pred.epoch is not None and pred.epoch <= data.epochs[-1] else ""))
     table.add_row("80% interval", f"[{_show(pred.lo)}, {_show(pred.hi, 'never')}]")

@@ -126,11 +126,9 @@ def next_step(job: JobRecord, events: list[dict[str, Any]]) -> str | None:
     the job can go on, or with what. None for a job that succeeded or still runs."""
     if job.status == "succeeded" or job.status not in FINAL_STATUSES:
         return None
-    kinds = {e["kind"] for e in events} if job.status == "failed" else set()
-    if "diverged" in kinds:
-        return f"submit {job.spec_path} again with a lower learning_rate (a resume would diverge again)"
-    if "fails_again" in kinds:
-        return f"fix the cause, then submit {job.spec_path} again (a resume would fail the same way)"
+    kinds = _last_run_kinds(job, events)
+    if instead := _no_resume(job, kinds):
+        return instead
     resume = f"coach resume {job.job_id}"
     if job.status == "budget_exhausted":
         return f"`{resume} --budget B` goes on where it stopped, B {_least_budget(job)}{_to_target(job)}"
@@ -139,6 +137,24 @@ def next_step(job: JobRecord, events: list[dict[str, Any]]) -> str | None:
     if "fails_until_fixed" in kinds:
         return f"restore the damaged files its message names, then `{resume}` goes on where it stopped"
     return f"`{resume}` goes on where it stopped"
+
+
+def _last_run_kinds(job: JobRecord, events: list[dict[str, Any]]) -> set[str]:
+    """The kinds of event of a failed job's last run: how it failed (a run that was resumed
+    since, after its damaged files were restored, is not why the job failed this time)."""
+    if job.status != "failed":
+        return set()
+    last = max((i for i, e in enumerate(events) if e["kind"] == "resumed"), default=-1)
+    return {e["kind"] for e in events[last + 1:]}
+
+
+def _no_resume(job: JobRecord, kinds: set[str]) -> str | None:
+    """What to do instead of a resume that would fail the same way, if it would."""
+    if "diverged" in kinds:   # the same computation from the same checkpoint
+        return f"resuming would diverge again: submit {job.spec_path} again with a lower learning_rate"
+    if "fails_again" in kinds:   # the model's source is the one recorded at submit, the checkpoint the same
+        return f"a resume would repeat it: fix the cause and submit {job.spec_path} again"
+    return None
 
 
 def _least_budget(job: JobRecord) -> str:
@@ -153,14 +169,22 @@ def _least_budget(job: JobRecord) -> str:
 def _to_target(job: JobRecord) -> str:
     """The budget that pays for the epochs the job's last ETA said were left, at the next epoch's
     predicted cost: one more epoch is seldom what the user wants."""
-    cost, left, hi = (job.eta.get(k) for k in ("next_epoch_cost", "epochs_left", "hi"))
-    if not (isinstance(cost, (int, float)) and isinstance(left, int)):
+    e = job.eta
+    cost, left = e.get("next_epoch_cost"), e.get("epochs_left")
+    if not isinstance(cost, (int, float)):
         return ""
-    most = hi if isinstance(hi, int) else left
-    if most <= 1:   # the least a resume accepts already pays for it
+    if e.get("reachable") is False:
+        return "; its ETA did not see it reach the target"
+    if not isinstance(left, int):
         return ""
-    span = f"{left}" if most == left else f"{left}–{most}"
-    return f"; its ETA said {span} epochs to the target at ~{cost:.4g} each: {_rounded_up(job.spent + most * cost)}"
+    upper = "never" if e.get("hi", left) is None else e.get("hi", left)
+    most = upper if isinstance(upper, int) else left
+    if upper != "never" and most <= 1:   # the least a resume accepts already pays for it
+        return ""
+    span = f"{left}" if upper in (left, "never") else f"{left}–{upper}"
+    maybe = ", maybe never," if upper == "never" else ""
+    return (f"; its ETA said {span} epoch{'s' * (most != 1)} to the target{maybe} at ~{cost:.3g} each: "
+            f"B = {_rounded_up(job.spent + most * cost, 3)} pays for {most}")
 
 
 def _run(specs: dict[str, Any], backend: Any, json_out: bool, store: Store) -> None:
@@ -272,14 +296,10 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
         raise CoachError(f"{job.job_id} is {job.status} in another coach process; "
                          f"`coach stop {job.job_id}` stops it after its current epoch")
     spec = spec_from_dict(store.spec(job.job_id))
-    kinds = {e["kind"] for e in store.events(job.job_id)} if job.status == "failed" else set()
-    if "diverged" in kinds:
-        raise CoachError(f"{job.job_id} diverged ({job.message}); resuming would run the same computation "
-                         f"from the same checkpoint again: submit {job.spec_path} again with a lower "
-                         f"learning_rate (it is {spec.learning_rate:g})")
-    if "fails_again" in kinds:   # the model's source is the one recorded at submit, the checkpoint the same
-        raise CoachError(f"{job.job_id} failed in a way a resume would repeat ({job.message}); "
-                         f"fix the cause and submit {job.spec_path} again")
+    kinds = _last_run_kinds(job, store.events(job.job_id))
+    if instead := _no_resume(job, kinds):
+        rate = f" (it is {spec.learning_rate:g})" if "diverged" in kinds else ""
+        raise CoachError(f"{job.job_id} {'diverged' if rate else 'failed'} ({job.message}); {instead}{rate}")
     # what its next epoch was predicted to cost, when it stopped on that: the least a raise must pay for
     next_cost = job.eta.get("next_epoch_cost") if job.status == "budget_exhausted" else None
     if job.status == "budget_exhausted" and (budget is None or budget <= spec.budget):

@@ -141,7 +141,8 @@ def test_non_converging_curve_is_unreachable(tmp_path):
     k = np.arange(1, 31)
     out = run(str(write_curve(tmp_path, k, 2.3 + rng.normal(0, 0.02, k.size))), "--target", "0.2")
     assert out == {"epochs_to_target": None, "interval": [None, None], "asymptote": out["asymptote"],
-                   "reachable": False, "note": out["note"], "fit": {"b0": 0.0, "b1": None, "b2": out["asymptote"]}}
+                   "reachable": False, "note": out["note"], "fit": {"b0": 0.0, "b1": None, "b2": out["asymptote"]},
+                   "read": {"column": "loss", "epochs": 30, "train_column": None, "rows_skipped": 0}}
     assert out["asymptote"] > 0.2 and "at or below the fitted asymptote" in out["note"]   # says why
 
 
@@ -229,7 +230,9 @@ def test_coach_s_own_column_names_are_read(tmp_path):
     ours, plain = tmp_path / "history.csv", tmp_path / "plain.csv"
     ours.write_text("epoch,val_loss,train_loss\n" + rows)
     plain.write_text("epoch,loss,train_loss\n" + rows.replace(",\n", "\n"))
-    assert run(str(ours), "--target", "0.2") == run(str(plain), "--target", "0.2")
+    a, b = run(str(ours), "--target", "0.2"), run(str(plain), "--target", "0.2")
+    assert a.pop("read") == {"column": "val_loss", "epochs": 4, "train_column": "train_loss", "rows_skipped": 0}
+    assert b.pop("read")["column"] == "loss" and a == b
 
 
 def test_missing_file_is_a_spec_error(tmp_path):
@@ -398,11 +401,12 @@ def test_a_keras_history_is_read_by_its_validation_loss(tmp_path):
     keras.write_text("epoch,accuracy,loss,val_accuracy,val_loss\n"
                      + "".join(f"{e},0.5,{t},0.5,{v}\n" for e, (v, t) in enumerate(zip(val, training))))
     ours.write_text("epoch,loss,train_loss\n" + "".join(f"{e},{v},{t}\n" for e, (v, t) in enumerate(zip(val, training))))
-    answer = run(str(keras), "--target", "0.5")
-    assert answer == run(str(ours), "--target", "0.5")
+    answer, same = run(str(keras), "--target", "0.5"), run(str(ours), "--target", "0.5")
+    assert answer.pop("read") == {"column": "val_loss", "epochs": 7, "train_column": "loss", "rows_skipped": 0}
+    assert same.pop("read")["train_column"] == "train_loss" and answer == same
     assert answer["epochs_to_target"] > 6   # the training loss is under 0.5 from epoch 4 on
     table = CliRunner().invoke(app, ["estimate", str(keras), "--target", "0.5"], catch_exceptions=False)
-    assert "keras.csv: 7 epochs of val_loss, target 0.5" in " ".join(table.output.split()), table.output
+    assert "7 epochs of val_loss (training loss: loss)" in re.sub(r"[│\s]+", " ", table.output), table.output
     bad = tmp_path / "bad.csv"
     bad.write_text("epoch,loss,val_loss\n0,1.0,0.9\n1,0.8,x\n")
     with pytest.raises(SpecError, match=re.escape(f"{bad}: line 3: val_loss: not a number: 'x'")):
@@ -410,21 +414,31 @@ def test_a_keras_history_is_read_by_its_validation_loss(tmp_path):
 
 
 def test_a_lightning_metrics_file_is_read_by_its_epochs_validation_rows(tmp_path):
-    """PyTorch Lightning's CSVLogger writes an epoch's training and validation losses on rows of
-    their own, the other's cell empty: it was refused at its first empty cell. Rows without the
-    curve's loss are skipped, and each epoch's training loss is taken from its own rows."""
+    """PyTorch Lightning's CSVLogger writes training and validation losses on rows of their own,
+    the other's cell empty (training per step or per epoch): it was refused at its first empty
+    cell. Rows of other metrics are skipped and said to be, each epoch's training loss is the mean
+    of its rows', and a row with nothing but its epoch is still a damaged line."""
     val, training = [1.1, 0.85, 0.7, 0.62, 0.57, 0.54], [1.3, 0.9, 0.7, 0.6, 0.52, 0.47]
     lightning, ours = tmp_path / "metrics.csv", tmp_path / "ours.csv"
-    lightning.write_text("epoch,step,train_loss,val_loss\n" + "".join(
-        f"{e},{50 * e + 49},{t},\n{e},{50 * e + 49},,{v}\n" for e, (v, t) in enumerate(zip(val, training))))
+    lightning.write_text("epoch,step,train_loss,val_loss\n" + "".join(   # two steps an epoch around its mean
+        f"{e},{2 * e},{t - 0.1},\n{e},{2 * e + 1},{t + 0.1},\n{e},{2 * e + 1},,{v}\n"
+        for e, (v, t) in enumerate(zip(val, training))))
     ours.write_text("epoch,loss,train_loss\n" + "".join(f"{e},{v},{t}\n" for e, (v, t) in enumerate(zip(val, training))))
-    assert run(str(lightning), "--target", "0.5") == run(str(ours), "--target", "0.5")
-    # an epoch without a validation loss is left out, as if its row were not there
-    gap, cut = tmp_path / "gap.csv", tmp_path / "cut.csv"
-    gap.write_text("epoch,val_loss\n" + "".join(f"{e},{'' if e == 2 else v}\n" for e, v in enumerate(val)))
-    cut.write_text("epoch,val_loss\n" + "".join(f"{e},{v}\n" for e, v in enumerate(val) if e != 2))
-    assert run(str(gap), "--target", "0.5") == run(str(cut), "--target", "0.5")
-    empty = tmp_path / "empty.csv"
-    empty.write_text("epoch,val_loss\n0,\n1,\n2,0.5\n")
-    with pytest.raises(SpecError, match=re.escape("got 1 (and 2 without a val_loss, skipped)")):
-        CliRunner().invoke(app, ["estimate", str(empty), "--target", "0.5"], catch_exceptions=False)
+    answer, same = run(str(lightning), "--target", "0.5"), run(str(ours), "--target", "0.5")
+    assert answer.pop("read") == {"column": "val_loss", "epochs": 6, "train_column": "train_loss", "rows_skipped": 12}
+    same.pop("read")
+    assert answer == same
+    table = CliRunner().invoke(app, ["estimate", str(lightning), "--target", "0.5"], catch_exceptions=False)
+    assert "12 rows of other metrics skipped" in re.sub(r"[│\s]+", " ", table.output), table.output
+    # a run still going: its last validation row came before that epoch's training rows
+    going = tmp_path / "going.csv"
+    going.write_text(lightning.read_text().rsplit("\n", 4)[0] + "\n5,11,,0.54\n")
+    read = run(str(going), "--target", "0.5")["read"]
+    assert read == {"column": "val_loss", "epochs": 6, "train_column": None, "rows_skipped": 10}, read
+    table = CliRunner().invoke(app, ["estimate", str(going), "--target", "0.5"], catch_exceptions=False)
+    assert "train_loss not used: none for epoch 5" in re.sub(r"[│\s]+", " ", table.output), table.output
+    for cut in ("epoch,val_loss\n0,1.1\n1,\n2,0.7\n3,0.6\n", "epoch,loss,train_loss\n0,1.1,1.2\n1,,\n2,0.7,0.6\n"):
+        damaged = tmp_path / "damaged.csv"
+        damaged.write_text(cut)
+        with pytest.raises(SpecError, match=re.escape(f"{damaged}: line 3: ")):
+            CliRunner().invoke(app, ["estimate", str(damaged), "--target", "0.5"], catch_exceptions=False)

@@ -24,7 +24,7 @@ def _job(status: str, **fields: Any) -> JobRecord:
     # the control plane went away under it: a resume once it is back goes on
     (_job("failed"), {"retry", "epoch_failed"}, "`coach resume j-1` goes on where it stopped"),
     (_job("failed"), {"diverged"}, "submit /jobs/j.yaml again with a lower learning_rate"),
-    (_job("failed"), {"fails_again"}, "fix the cause, then submit /jobs/j.yaml again"),
+    (_job("failed"), {"fails_again"}, "fix the cause and submit /jobs/j.yaml again"),
     (_job("failed"), {"fails_until_fixed"}, "restore the damaged files its message names, then `coach resume j-1`"),
     # kinds of an earlier run of a job that failed later for another reason do not count when it stopped
     (_job("stopped"), {"diverged"}, "`coach resume j-1` goes on where it stopped"),
@@ -37,15 +37,23 @@ def _job(status: str, **fields: Any) -> JobRecord:
      "`coach resume j-1 --budget B` goes on where it stopped, B at least 0.0105"),
     # more left: what pays for the upper end of its ETA's interval too
     (_job("budget_exhausted", spent=0.0095, eta={"next_epoch_cost": 0.001, "epochs_left": 3, "hi": 5}), set(),
-     "B at least 0.0105; its ETA said 3–5 epochs to the target at ~0.001 each: 0.0145"),
-    (_job("budget_exhausted", spent=0.0095, eta={"next_epoch_cost": 0.001, "epochs_left": 2, "hi": None}), set(),
-     "its ETA said 2 epochs to the target at ~0.001 each: 0.0115"),
-    # unreachable as far as its ETA sees: only the least
+     "B at least 0.0105; its ETA said 3–5 epochs to the target at ~0.001 each: B = 0.0145 pays for 5"),
+    # an interval open above: "never" is said, and the budget pays for the point prediction
+    (_job("budget_exhausted", spent=0.0095, eta={"next_epoch_cost": 0.001, "epochs_left": 40, "hi": None}), set(),
+     "its ETA said 40 epochs to the target, maybe never, at ~0.001 each: B = 0.0495 pays for 40"),
+    (_job("budget_exhausted", spent=0.0095, eta={"next_epoch_cost": 0.001, "epochs_left": 1, "hi": None}), set(),
+     "its ETA said 1 epoch to the target, maybe never, at ~0.001 each: B = 0.0105 pays for 1"),
+    # out of reach as far as its ETA sees: the least, and that
+    (_job("budget_exhausted", spent=0.0095, eta={"next_epoch_cost": 0.001, "epochs_left": None, "reachable": False}),
+     set(), "B at least 0.0105; its ETA did not see it reach the target"),
     (_job("budget_exhausted", spent=0.0095, eta={"next_epoch_cost": 0.001, "epochs_left": None}), set(),
      "B at least 0.0105"),
+    # a job whose damaged files were restored and that failed again for another reason later
+    (_job("failed"), {"fails_until_fixed", "resumed", "epoch_failed"}, "`coach resume j-1` goes on where it stopped"),
 ])
 def test_the_next_step_follows_the_rules_resume_applies(job: JobRecord, kinds: set[str], said: str | None) -> None:
-    step = next_step(job, [{"kind": k} for k in sorted(kinds)])
+    # in the order a job records them: a resume comes after what made it stop
+    step = next_step(job, [{"kind": k} for k in sorted(kinds, key=lambda k: (k == "epoch_failed", k == "resumed"))])
     if said is None:
         assert step is None
     else:
