@@ -152,6 +152,8 @@ def test_a_diverging_job_fails_at_once_and_cannot_be_resumed(tmp_path: Path, coa
     assert again.returncode == 1 and "Traceback" not in again.stderr
     assert f"submit {job} again with a lower learning_rate (it is 1e+06)" in again.stderr, again.stderr
     assert json.loads(run_coach("status", rec["job_id"], "--json", check=True).stdout)[0]["status"] == "failed"
+    # and what the job's report said to do next was not a resume
+    assert rec["next_step"] == f"resuming would diverge again: submit {job} again with a lower learning_rate", rec
 
 
 def _run_injected(backend_class: type, coach_home: Path, tmp_path: Path, stop_at_once: bool = False,
