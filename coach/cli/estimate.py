@@ -36,7 +36,7 @@ class Curve:
     epochs: list[float]        # as in the file
     losses: list[float]
     offset: float              # model progress = file epoch + offset (nonzero only if the file starts at ≤ 0)
-    train_losses: list[float] | None = None   # a `train_loss` column, if the header names one
+    train_losses: list[float] | None = None   # the training losses, if the header names a column of them
     column: str = "loss"       # the header's name of the column read as the curve
     train_column: str | None = None   # the column read as the training loss, if used
     skipped: int = 0           # rows of other metrics (a logger's), without the curve's loss
@@ -48,10 +48,10 @@ class Curve:
                 "rows_skipped": self.skipped}
 
     def said(self) -> str:
-        """What was read, in words, for the table's title."""
-        parts = [f"{len(self.epochs)} epochs of {self.column}" + (f" (training loss: {self.train_column})" if self.train_column else ""),
-                 self.unused, f"{self.skipped} row{'s' * (self.skipped != 1)} of other metrics skipped" if self.skipped else ""]
-        return "; ".join(p for p in parts if p)
+        """What was read, in words, for the table."""
+        training = f" (training loss: {self.train_column})" if self.train_column else ""
+        skipped = f"{self.skipped} row{'s' * (self.skipped != 1)} of other metrics skipped" if self.skipped else ""
+        return "; ".join(p for p in (f"{len(self.epochs)} epochs of {self.column}{training}", self.unused, skipped) if p)
 
 
 MAX_ROWS = 100_000

@@ -177,7 +177,8 @@ def _to_target(job: JobRecord) -> str:
         return "; its ETA did not see it reach the target"
     if not isinstance(left, int):
         return ""
-    upper = "never" if e.get("hi", left) is None else e.get("hi", left)
+    hi = e.get("hi", left)
+    upper = "never" if hi is None else hi
     most = upper if isinstance(upper, int) else left
     if upper != "never" and most <= 1:   # the least a resume accepts already pays for it
         return ""
