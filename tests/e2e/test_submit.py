@@ -59,7 +59,9 @@ def test_submit_trains_to_target_and_status_reads_while_running(tmp_path: Path, 
         jobs = json.loads(status.stdout)
         seen_running |= any(j["status"] in ("tuning", "training") for j in jobs)
         shown += [(j["val_epoch"], j["eta"]["at"]) for j in jobs if j["eta"] and j["val_epoch"]]
-        time.sleep(0.2)
+        for _ in range(4):   # and the store directly between them: a status process took seconds on busy
+            time.sleep(0.05)   # cores, and once none read the job between its first ETA and its end
+            shown += [(j.val_epoch, j.eta["at"]) for j in Store().read_jobs()[0] if j.eta and j.val_epoch]
     out, err = proc.communicate()
     assert proc.returncode == 0, err
     assert seen_running
