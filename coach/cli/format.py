@@ -73,7 +73,7 @@ def eta_text(job: JobRecord, now: float | None = None) -> str:
     e = {k: v for k, v in (job.eta or {}).items() if k not in WAIT_KEYS}
     if job.status in FINAL_STATUSES or not e:
         return "-" if wait is None else f"wait ~{duration(wait)}"
-    text = _epochs_left_text(job, e, now, wait or 0.0)
+    text = _epochs_left_text(job, e, now)
     return text if wait is None else f"wait ~{duration(wait)}, then {text}"
 
 
@@ -87,7 +87,7 @@ def wait_left(job: JobRecord, now: float | None = None) -> float | None:
     return max(0.0, float(e["wait_s"]) - (now - float(e.get("wait_at", now))))
 
 
-def _epochs_left_text(job: JobRecord, e: dict[str, Any], now: float | None, wait: float) -> str:
+def _epochs_left_text(job: JobRecord, e: dict[str, Any], now: float | None) -> str:
     budget = e.get("budget_epochs")
     paid = f"; the budget pays for ~{budget} more epoch{'' if budget == 1 else 's'}" if budget is not None else ""
     if not e.get("reachable", True):
@@ -106,11 +106,18 @@ def _epochs_left_text(job: JobRecord, e: dict[str, Any], now: float | None, wait
     waits = f" incl. ~{duration(between)} between epochs" if between >= BETWEEN_SHOWN_S else ""
     done = ""
     if secs is not None and secs >= FINISH_SHOWN_S:   # an hour's job is planned by the clock
-        at = (time.time() if now is None else now) + wait
-        done = f", done ~{finish_clock(at + secs, at)}" + (
-            f" [{finish_clock(at + lo_s, at)}–{finish_clock(at + hi_s, at)}]" if hi_s is not None and lo_s is not None
-            else "")
+        now = time.time() if now is None else now
+        at, lo_at, hi_at = finish_times(job, now)
+        done = f", done ~{finish_clock(at, now)}" + (
+            f" [{finish_clock(lo_at, now)}–{finish_clock(hi_at, now)}]" if lo_at is not None and hi_at is not None else "")
     return f"{n} epoch{'' if n == 1 else 's'} ({e.get('lo')}–{hi}), ~{duration(secs)}{span}{waits}{done}{earlier}{paid}"
+
+
+def finish_times(job: JobRecord, now: float) -> tuple[float | None, float | None, float | None]:
+    """When the job is expected to finish, with its interval (Unix seconds; None where unknown):
+    after any wait for room, the ETA's seconds left."""
+    start = now + (wait_left(job, now) or 0.0)
+    return tuple(None if s is None else start + s for s in seconds_left(job, now))   # type: ignore[return-value]
 
 
 def finish_clock(ts: float, now: float) -> str:

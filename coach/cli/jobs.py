@@ -112,12 +112,11 @@ def _job_json(job: JobRecord, events: list[dict[str, Any]]) -> dict[str, Any]:
     chosen = fields.pop("earlier_job")
     now = time.time()
     eta_s, lo_s, hi_s = fmt.seconds_left(job, now)   # counted down to now, as the table shows it
-    wait_s = fmt.wait_left(job, now)
-    start = now + (wait_s or 0.0)
-    finish = [None if s is None else round(start + s, 1) for s in (eta_s, lo_s, hi_s)]
+    finish = [None if t is None else round(t, 1) for t in fmt.finish_times(job, now)]
     return dict(fields, earlier_jobs=[] if chosen in ("", NONE_FOUND) else chosen.split(","),
                 elapsed_s=fmt.elapsed(job, events), eta_s=eta_s, eta_interval_s=[lo_s, hi_s],
-                finish_at=finish[0], finish_interval_at=finish[1:], wait_s=wait_s, next_step=next_step(job, events))
+                finish_at=finish[0], finish_interval_at=finish[1:], wait_s=fmt.wait_left(job, now),
+                next_step=next_step(job, events))
 
 
 def next_step(job: JobRecord, events: list[dict[str, Any]]) -> str | None:

@@ -88,7 +88,8 @@ def _loss_panel(ax, x: np.ndarray, epochs: Sequence[EpochRecord], target: float,
         # missed LeNet's first epochs by 2× and read as a bad fit of them; it was never fitted there
         head = np.append(grid[grid < fit.fitted_from], fit.fitted_from)   # the two meet at fitted_from
         tail = np.insert(grid[grid > fit.fitted_from], 0, fit.fitted_from)
-        ax.plot(tail, fit.predict(tail), "-", color="tab:orange",
+        fitted = fit.predict(tail)
+        ax.plot(tail, fitted, "-", color="tab:orange",
                 label=(f"fit 1/({_coef(fit.b0)}·k + {_coef(fit.b1)}) + {_coef(fit.b2)}" if fit.b0 > 0
                        else f"fit: flat at {fit.b2:.3g} (a plateau)") + f", to the points from {fit.fitted_from:.3g} on")
         if head.size > 1:
@@ -128,7 +129,7 @@ def _loss_panel(ax, x: np.ndarray, epochs: Sequence[EpochRecord], target: float,
         ax.set_yscale("log")
     # the points, the target, the fitted part of the curve and a floor drawn as unreachable set
     # the scale, not the unfitted curve before them (it rose to 1.45 over LeNet's 0.13–0.25)
-    drawn = [shown] + ([fit.predict(tail)] if fit is not None else [])
+    drawn = [shown] + ([fitted] if fit is not None else [])
     if pred is not None and n is None:
         drawn.append(np.array([pred.asymptote]))
     values = np.concatenate(drawn)
