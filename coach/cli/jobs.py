@@ -103,7 +103,7 @@ def _table(rows: list[dict[str, Any]], title: str | None = None) -> Table:
     return t
 
 
-def _job_json(job: JobRecord, events: list[dict[str, Any]]) -> dict[str, Any]:
+def _job_json(store: Store, job: JobRecord, events: list[dict[str, Any]]) -> dict[str, Any]:
     """A job as `--json` gives it, the same from `submit`, `resume` and `status`: the earlier runs
     its ETA asks as a list of job ids (the store's comma-separated text, or its "-" for none
     found, is not for scripts to parse), the seconds left as of now (`eta.seconds` is as
@@ -116,26 +116,49 @@ def _job_json(job: JobRecord, events: list[dict[str, Any]]) -> dict[str, Any]:
     return dict(fields, earlier_jobs=[] if chosen in ("", NONE_FOUND) else chosen.split(","),
                 elapsed_s=fmt.elapsed(job, events), eta_s=eta_s, eta_interval_s=[lo_s, hi_s],
                 finish_at=finish[0], finish_interval_at=finish[1:], wait_s=fmt.wait_left(job, now),
-                next_step=next_step(job, events))
+                next_step=next_step(job, events, _epochs_full(store, job)))
 
 
-def next_step(job: JobRecord, events: list[dict[str, Any]]) -> str | None:
+def next_step(job: JobRecord, events: list[dict[str, Any]], full: int | None = None) -> str | None:
     """What to run next for a job that ended short of its target, by the rules `coach resume`
     applies: a user who reads "failed" or "budget_exhausted" should not have to look up whether
-    the job can go on, or with what. None for a job that succeeded or still runs."""
+    the job can go on, or with what. None for a job that succeeded or still runs. `full`: the
+    training epochs it ran, when they reached its max_epochs whatever its status says
+    (`_epochs_full`)."""
     if job.status == "succeeded" or job.status not in FINAL_STATUSES:
         return None
     kinds = _last_run_kinds(job, events)
     if instead := _no_resume(job, kinds):
         return instead
-    resume = f"coach resume {job.job_id}"
-    if job.status == "budget_exhausted":
-        return f"`{resume} --budget B` goes on where it stopped, B {_least_budget(job)}{_to_target(job)}"
     if job.status == "max_epochs":
-        return f"`{resume} --max-epochs N` goes on where it stopped, N above {job.epoch}"
+        full = job.epoch
+    flags, values, after = "", [], ""
+    if job.status == "budget_exhausted":
+        flags, values, after = " --budget B", [f"B {_least_budget(job)}"], _to_target(job)
+    if full is not None:
+        flags, values = flags + " --max-epochs N", values + [f"N above {full}"]
+    goes_on = f"`coach resume {job.job_id}{flags}` goes on where it stopped"
+    if values:
+        goes_on += f", {' and '.join(values)}{after}"
     if "fails_until_fixed" in kinds:
-        return f"restore the damaged files its message names, then `{resume}` goes on where it stopped"
-    return f"`{resume}` goes on where it stopped"
+        return f"restore the damaged files its message names, then {goes_on}"
+    return goes_on
+
+
+def _epochs_full(store: Store, job: JobRecord) -> int | None:
+    """The training epochs a job ran, when they reached its max_epochs though its status is not
+    `max_epochs`: a run killed between its last epoch's record and that status ends `interrupted`,
+    and its resume needs a larger --max-epochs (None if the store cannot tell: `coach resume` says)."""
+    from coach.spec import spec_from_dict
+
+    if job.status not in FINAL_STATUSES or job.status in ("succeeded", "max_epochs"):
+        return None
+    try:
+        limit = spec_from_dict(store.spec(job.job_id)).max_epochs
+        trained = sum(1 for e in store.epochs(job.job_id) if e.phase == "training")
+    except (StateError, SpecError):
+        return None
+    return trained if trained >= limit else None
 
 
 def _last_run_kinds(job: JobRecord, events: list[dict[str, Any]]) -> set[str]:
@@ -214,12 +237,12 @@ def _run(specs: dict[str, Any], backend: Any, json_out: bool, store: Store) -> N
             signal.signal(signal.SIGTERM, old_term)
     jobs = [store.job(j) for j in specs]
     if json_out:
-        out.print_json(json.dumps([_job_json(j, store.events(j.job_id)) for j in jobs]))
+        out.print_json(json.dumps([_job_json(store, j, store.events(j.job_id)) for j in jobs]))
     else:
         for j in jobs:
             colour = "green" if j.status == "succeeded" else "red"
             console.print(Text.assemble((f"{j.job_id}: {j.status}", colour), f" — {j.message}"))
-            if step := next_step(j, store.events(j.job_id)):
+            if step := next_step(j, store.events(j.job_id), _epochs_full(store, j)):
                 console.print(f"{j.job_id}: next: {step}")
     if any(j.status != "succeeded" for j in jobs):
         raise typer.Exit(1)
@@ -388,7 +411,7 @@ def status(job_id: Optional[str] = typer.Argument(None, metavar="JOB", help="One
     jobs, unreadable = ([store.job(job_id)], []) if job_id is not None else store.read_jobs()
     rows, unreadable = _with_events(store, jobs, unreadable)
     if json_out:
-        out.print_json(json.dumps([_job_json(j, events) for j, events in rows]))
+        out.print_json(json.dumps([_job_json(store, j, events) for j, events in rows]))
     elif not rows and not unreadable:
         console.print(f"no jobs yet in {store.path}")
     elif rows:
@@ -399,7 +422,7 @@ def status(job_id: Optional[str] = typer.Argument(None, metavar="JOB", help="One
         for j, events in rows:
             if j.message and j.status in FINAL_STATUSES or j.message.startswith("waiting"):
                 out.print(f"{j.job_id}: {j.message}")
-            if job_id is not None and (step := next_step(j, events)):   # the list stays one line a job
+            if job_id is not None and (step := next_step(j, events, _epochs_full(store, j))):   # the list stays one line a job
                 out.print(f"{j.job_id}: next: {step}")
     for e in unreadable:   # listed after the readable ones, and the exit code says something is wrong
         print(f"error: {e}", file=sys.stderr)

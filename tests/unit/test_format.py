@@ -282,15 +282,18 @@ def test_a_long_eta_names_the_finish_by_the_clock(wait: float | None) -> None:
     assert finish_clock(NOW + 86400, NOW) == time.strftime("%a %H:%M", time.localtime(NOW + 86400))
 
 
-def test_json_gives_the_finish_time_as_unix_seconds() -> None:
+def test_json_gives_the_finish_time_as_unix_seconds(tmp_path) -> None:
     from coach.cli.jobs import _job_json
+    from coach.state.store import Store
+
+    store = Store(tmp_path / "coach.db")
 
     before = time.time()
     eta = dict(reachable=True, asymptote=0.1, epochs_left=3, lo=2, hi=5, seconds=30.0, seconds_lo=20.0,
                seconds_hi=50.0, at=before, wait_s=10.0, wait_at=before)
-    rec = _job_json(job(**eta), [])
+    rec = _job_json(store, job(**eta), [])
     after = time.time()
     assert before + 40 - 0.1 <= rec["finish_at"] <= after + 40 + 0.1, rec
     assert [round(t - rec["finish_at"]) for t in rec["finish_interval_at"]] == [-10, 20], rec
-    over = _job_json(job(status="succeeded", **eta), [])
+    over = _job_json(store, job(status="succeeded", **eta), [])
     assert (over["finish_at"], over["finish_interval_at"]) == (None, [None, None])

@@ -3,6 +3,8 @@ short of its target: the same rules `coach resume` applies, so the hint is never
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -59,3 +61,44 @@ def test_the_next_step_follows_the_rules_resume_applies(job: JobRecord, kinds: s
     else:
         assert step is not None and said in step, step
         assert ("its ETA" in step) == ("its ETA" in said), step   # said where it adds something, only there
+
+
+@pytest.mark.parametrize("status, trained, said", [
+    # killed between its last epoch's record and its max_epochs status: a plain resume is refused
+    ("interrupted", 2, "`coach resume j-000000 --max-epochs N` goes on where it stopped, N above 2"),
+    ("failed", 2, "`coach resume j-000000 --max-epochs N` goes on where it stopped, N above 2"),
+    ("budget_exhausted", 2, "`coach resume j-000000 --budget B --max-epochs N` goes on where it stopped, "
+                            "B more than 1 and N above 2"),
+    ("interrupted", 1, "`coach resume j-000000` goes on where it stopped"),
+    ("succeeded", 2, None),
+])
+def test_a_job_that_ran_its_max_epochs_is_told_to_raise_them_whatever_its_status(
+        tmp_path: Path, status: str, trained: int, said: str | None) -> None:
+    from coach.cli.jobs import _epochs_full
+    from coach.spec import load_spec
+    from coach.state.records import EpochRecord
+    from coach.state.store import Store
+    from tests.conftest import FAST_JOB, write_job
+
+    spec = load_spec(write_job(tmp_path / "j.yaml", name="j", **dict(FAST_JOB, max_epochs=2, consecutive=1)))
+    store = Store(tmp_path / "coach.db")
+    store.create_job("j-000000", "j", "j.yaml", dataclasses.asdict(spec), spec.target_loss, 1.0)
+    for epoch in range(1, trained + 1):
+        store.record_epoch(EpochRecord("j-000000", "training", epoch, 1, 1, 1.0, 1.0, 1.0, 10, 10.0, 0.0))
+    store.update_job("j-000000", status=status, epoch=trained)
+    job = store.job("j-000000")
+    assert next_step(job, [], _epochs_full(store, job)) == said
+
+
+def test_a_damaged_spec_leaves_the_hint_to_what_the_status_says(tmp_path: Path) -> None:
+    """`coach status` lists every job: one whose stored spec cannot be read is not why it fails
+    (`coach resume` names the damage)."""
+    from coach.cli.jobs import _epochs_full
+    from coach.state.store import Store
+
+    store = Store(tmp_path / "coach.db")
+    store.create_job("j-000000", "j", "j.yaml", {"max_epochs": "many"}, 0.1, 1.0)
+    store.update_job("j-000000", status="interrupted")
+    job = store.job("j-000000")
+    assert _epochs_full(store, job) is None
+    assert next_step(job, [], None) == "`coach resume j-000000` goes on where it stopped"
