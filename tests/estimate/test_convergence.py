@@ -118,6 +118,18 @@ def test_a_target_far_above_the_curve_leaves_only_the_run_in_a_row(target, strea
         assert p.lo < p.epoch < p.hi
 
 
+def test_a_last_loss_above_the_target_keeps_the_interval():
+    """The demo job's first 4 epochs and its tuning mini-epoch: 5 points, 3 coefficients, and the
+    robust fit puts the last loss (0.157) down as a spike, its curve at 0.117 and the noise at
+    0.006. From there 3 epochs in a row under 0.15 were "certain" ("ETA 3 epochs (3–3)"); the
+    losses went 0.161, 0.126, 0.127, 0.130, so it stopped at epoch 8, not 7."""
+    k = np.array([0.256, 1.0, 2.0, 3.0, 4.0])
+    fit = fit_convergence(k, np.array([1.1764, 0.2526, 0.1892, 0.1396, 0.1569]))
+    p = fit.epochs_to_target(0.15, consecutive=3, start=4, streak=0)
+    assert fit.predict(4.0) + 3.0 * fit.noise <= 0.15   # what the single-epoch interval was read from
+    assert p.epoch == 7 and p.lo == 7 and p.hi >= 8, p
+
+
 def test_same_data_gives_same_interval():
     rng = np.random.default_rng(5)
     k = np.arange(1, 26)
