@@ -139,6 +139,7 @@ class ConvergenceFit:
     local: tuple[float, float] | None = None   # (b0, b1) refitted on the recent quarter with b2 kept
     local_weight: float = 0.0   # its share, in log epochs, of the predicted passage (misfit share)
     fitted_from: float = 0.0   # the first progress weighed fully (the recent half): before it the curve is not the data's
+    last_loss: float = -math.inf   # the loss at the largest progress seen (tuning mini-epochs included)
 
     def predict(self, k: float | np.ndarray) -> float | np.ndarray:
         """Predicted loss after `k` epochs of progress."""
@@ -207,7 +208,7 @@ class ConvergenceFit:
             p_lo, p_hi = np.percentile(passages, INTERVAL_PERCENTILES, method="lower")
             lo = int(p_lo) if math.isfinite(p_lo) else None
             hi = int(p_hi) if math.isfinite(p_hi) else None
-        if point == least and streak > 0 and self.predict(start) + 3.0 * self.noise <= target:
+        if point == least and self.last_loss <= target and self.predict(start) + 3.0 * self.noise <= target:
             # the curve (which only falls) is under the target by 3 noise levels from here on, and
             # the last loss is under it too: the rule's run in a row is all that is left, and
             # nothing is extrapolated ("10 (10–14)" for a target 300× above every loss). A last loss
@@ -381,7 +382,7 @@ def _fit_convergence(k: np.ndarray, y: np.ndarray, bootstrap: int,
     return ConvergenceFit(b0=float(b[0]), b1=float(b[1]), b2=float(b[2]), last_progress=float(k.max()),
                           noise=float(noise),
                           replicas=tuple(replicas), local=local, local_weight=share if local else 0.0,
-                          fitted_from=float(k[tail].min()))
+                          fitted_from=float(k[tail].min()), last_loss=float(y[np.argmax(k)]))
 
 
 def _misfit_share(y_tail: np.ndarray, noise: float) -> float:

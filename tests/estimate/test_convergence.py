@@ -130,6 +130,14 @@ def test_a_last_loss_above_the_target_keeps_the_interval():
     assert p.epoch == 7 and p.lo == 7 and p.hi >= 8, p
 
 
+def test_tuning_losses_far_under_the_target_leave_only_the_run_in_a_row():
+    """Before any training epoch the stop rule's streak is 0 whatever the losses: the last loss
+    fitted, not the streak, says whether the noise was read too small (a review's finding)."""
+    fit = fit_convergence(np.array([0.0625, 0.125, 0.1875]), np.array([0.9, 0.8, 0.75]))
+    p = fit.epochs_to_target(5.0, consecutive=3, start=0, streak=0)
+    assert (p.epoch, p.lo, p.hi) == (3, 3, 3), p
+
+
 def test_same_data_gives_same_interval():
     rng = np.random.default_rng(5)
     k = np.arange(1, 26)

@@ -90,14 +90,20 @@ def test_a_job_that_ran_its_max_epochs_is_told_to_raise_them_whatever_its_status
     assert next_step(job, [], _epochs_full(store, job)) == said
 
 
-def test_a_damaged_spec_leaves_the_hint_to_what_the_status_says(tmp_path: Path) -> None:
-    """`coach status` lists every job: one whose stored spec cannot be read is not why it fails
-    (`coach resume` names the damage)."""
+@pytest.mark.parametrize("max_epochs", ["many", None, True, 2.5])
+def test_a_damaged_spec_leaves_the_hint_to_what_the_status_says(tmp_path: Path, max_epochs: Any) -> None:
+    """`coach status` lists every job: one whose stored max_epochs cannot be read is not why it
+    fails (a null one raised a TypeError that hid every job of `status --json`)."""
     from coach.cli.jobs import _epochs_full
+    from coach.spec import load_spec
+    from coach.state.records import EpochRecord
     from coach.state.store import Store
+    from tests.conftest import FAST_JOB, write_job
 
+    spec = dataclasses.asdict(load_spec(write_job(tmp_path / "j.yaml", name="j", **FAST_JOB)))
     store = Store(tmp_path / "coach.db")
-    store.create_job("j-000000", "j", "j.yaml", {"max_epochs": "many"}, 0.1, 1.0)
+    store.create_job("j-000000", "j", "j.yaml", dict(spec, max_epochs=max_epochs), 0.1, 1.0)
+    store.record_epoch(EpochRecord("j-000000", "training", 1, 1, 1, 1.0, 1.0, 1.0, 10, 10.0, 0.0))
     store.update_job("j-000000", status="interrupted")
     job = store.job("j-000000")
     assert _epochs_full(store, job) is None
