@@ -20,7 +20,7 @@ from rich.text import Text
 from coach.cli import format as fmt
 from coach.cli.format import PipeSafeConsole
 from coach.errors import CoachError, SpecError, StateError
-from coach.state.records import FINAL_STATUSES, NONE_FOUND, WAIT_KEYS, JobRecord
+from coach.state.records import FINAL_STATUSES, NONE_FOUND, WAIT_KEYS, EpochRecord, JobRecord
 from coach.state.store import Store
 
 console = PipeSafeConsole(stderr=True, soft_wrap=True, markup=False)   # messages quote user code: "[/16, /32]"
@@ -116,7 +116,7 @@ def _job_json(store: Store, job: JobRecord, events: list[dict[str, Any]]) -> dic
     return dict(fields, earlier_jobs=[] if chosen in ("", NONE_FOUND) else chosen.split(","),
                 elapsed_s=fmt.elapsed(job, events), eta_s=eta_s, eta_interval_s=[lo_s, hi_s],
                 finish_at=finish[0], finish_interval_at=finish[1:], wait_s=fmt.wait_left(job, now),
-                next_step=next_step(job, events, _epochs_full(store, job)))
+                next_step=_next_step(store, job, events))
 
 
 def next_step(job: JobRecord, events: list[dict[str, Any]], full: int | None = None) -> str | None:
@@ -145,6 +145,15 @@ def next_step(job: JobRecord, events: list[dict[str, Any]], full: int | None = N
     return goes_on
 
 
+def _next_step(store: Store, job: JobRecord, events: list[dict[str, Any]]) -> str | None:
+    """`next_step` with what the store knows of the job's training epochs."""
+    return next_step(job, events, _epochs_full(store, job))
+
+
+def _trained(epochs: list[EpochRecord]) -> int:
+    return sum(1 for e in epochs if e.phase == "training")
+
+
 def _epochs_full(store: Store, job: JobRecord) -> int | None:
     """The training epochs a job ran, when they reached its max_epochs though its status is not
     `max_epochs`: a run killed between its last epoch's record and that status ends `interrupted`,
@@ -153,7 +162,7 @@ def _epochs_full(store: Store, job: JobRecord) -> int | None:
         return None
     try:
         limit = store.spec(job.job_id).get("max_epochs")
-        trained = sum(1 for e in store.epochs(job.job_id) if e.phase == "training")
+        trained = _trained(store.epochs(job.job_id))
     except StateError:
         return None
     if not isinstance(limit, int) or isinstance(limit, bool):   # edited in the store: not this list's to say
@@ -242,7 +251,7 @@ def _run(specs: dict[str, Any], backend: Any, json_out: bool, store: Store) -> N
         for j in jobs:
             colour = "green" if j.status == "succeeded" else "red"
             console.print(Text.assemble((f"{j.job_id}: {j.status}", colour), f" — {j.message}"))
-            if step := next_step(j, store.events(j.job_id), _epochs_full(store, j)):
+            if step := _next_step(store, j, store.events(j.job_id)):
                 console.print(f"{j.job_id}: next: {step}")
     if any(j.status != "succeeded" for j in jobs):
         raise typer.Exit(1)
@@ -346,7 +355,7 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
                                             f"predicted to cost {next_cost:.4g}; give at least "
                                             f"{_rounded_up(job.spent + owed + next_cost)}, got {budget:g}")
     history = store.epochs(job.job_id)
-    trained = sum(1 for e in history if e.phase == "training")
+    trained = _trained(history)
     limit = max_epochs or spec.max_epochs
     if trained >= limit and max_epochs is not None:
         raise SpecError("--max-epochs", "", f"{job.job_id} has run {trained} training epochs already; "
@@ -422,7 +431,7 @@ def status(job_id: Optional[str] = typer.Argument(None, metavar="JOB", help="One
         for j, events in rows:
             if j.message and j.status in FINAL_STATUSES or j.message.startswith("waiting"):
                 out.print(f"{j.job_id}: {j.message}")
-            if job_id is not None and (step := next_step(j, events, _epochs_full(store, j))):   # the list stays one line a job
+            if job_id is not None and (step := _next_step(store, j, events)):   # the list stays one line a job
                 out.print(f"{j.job_id}: next: {step}")
     for e in unreadable:   # listed after the readable ones, and the exit code says something is wrong
         print(f"error: {e}", file=sys.stderr)
