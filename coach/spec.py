@@ -11,11 +11,13 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import datetime
 import math
 import re
 import reprlib
 import stat
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -520,7 +522,24 @@ def spec_from_dict(d: dict[str, Any]) -> JobSpec:
         d = dict(d)
         d["resources"] = {k: RoleResources(**v) for k, v in d["resources"].items()}
         d["prices"] = Prices(**d["prices"])
-        return JobSpec(**d)
+        spec = JobSpec(**d)
+        _check_types(spec)
+        return spec
     except (KeyError, TypeError, AttributeError, ValueError) as e:   # edited or damaged in the store
         raise StateError(f"the job's recorded spec cannot be read back ({type(e).__name__}: {e}); "
                          "submit its job file again") from None
+
+
+def _check_types(spec: JobSpec) -> None:
+    """A value of the wrong type rebuilds a JobSpec without a word and fails later, as a traceback
+    deep in `coach resume` (`max_epochs: "ten"` in an edited store); check each field's type now."""
+    hints = typing.get_type_hints(JobSpec)
+    for f in dataclasses.fields(JobSpec):
+        value, kind = getattr(spec, f.name), typing.get_origin(hints[f.name]) or hints[f.name]
+        if kind in (int, float):   # a bool is an int to Python, not to a job file
+            ok = (isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
+                  and math.isfinite(value))
+        else:
+            ok = isinstance(value, kind)
+        if not ok:
+            raise TypeError(f"{f.name} must be {kind.__name__}, got {_shown(value)}")

@@ -160,12 +160,12 @@ def _epochs_full(store: Store, job: JobRecord) -> int | None:
     and its resume needs a larger --max-epochs (None if the store cannot tell: `coach resume` says)."""
     if job.status not in FINAL_STATUSES or job.status in ("succeeded", "max_epochs"):
         return None
-    try:
-        limit = store.spec(job.job_id).get("max_epochs")
+    from coach.spec import spec_from_dict
+
+    try:   # a spec edited in the store is not this list's to say: `coach resume` names it
+        limit = spec_from_dict(store.spec(job.job_id)).max_epochs
         trained = _trained(store.epochs(job.job_id))
     except StateError:
-        return None
-    if not isinstance(limit, int) or isinstance(limit, bool):   # edited in the store: not this list's to say
         return None
     return trained if trained >= limit else None
 

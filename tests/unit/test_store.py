@@ -317,6 +317,32 @@ def test_a_recorded_spec_that_cannot_be_rebuilt_is_named() -> None:
         spec_from_dict({"foo": 1})
 
 
+@pytest.mark.parametrize("field, value, said", [
+    ("max_epochs", "ten", "max_epochs must be int, got 'ten'"),
+    ("max_epochs", 2.5, "max_epochs must be int, got 2.5"),
+    ("max_epochs", True, "max_epochs must be int, got true"),
+    ("budget", None, "budget must be float, got None"),
+    ("model", "mlp", "model must be dict, got 'mlp'"),
+    ("retune", 1, "retune must be bool, got 1"),
+])
+def test_resume_names_a_recorded_spec_value_of_the_wrong_type(coach_home: Path, tmp_path: Path, field: str,
+                                                              value: object, said: str) -> None:
+    """A stored max_epochs edited to text rebuilt the spec without a word, and `coach resume`
+    ended in a TypeError traceback where it compared it with the epochs run."""
+    from coach.spec import load_spec
+    from tests.conftest import FAST_JOB, run_coach, write_job
+
+    spec = dataclasses.asdict(load_spec(write_job(tmp_path / "j.yaml", name="j", **FAST_JOB)))
+    store = Store()
+    store.create_job("j-000000", "j", "j.yaml", dict(spec, **{field: value}), 0.25, 1.0)
+    store.update_job("j-000000", status="stopped")
+    proc = run_coach("resume", "j-000000")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"recorded spec cannot be read back (TypeError: {said}); submit its job file again" in proc.stderr, \
+        proc.stderr
+    assert store.job("j-000000").status == "stopped"   # nothing recorded changed
+
+
 def test_one_damaged_job_does_not_hide_the_others(store: Store) -> None:
     for jid in ("a-000000", "b-000000"):
         store.create_job(jid, jid[0], "x.yaml", {}, 0.1, 1.0)
