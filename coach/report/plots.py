@@ -98,8 +98,6 @@ def _loss_panel(ax, x: np.ndarray, epochs: Sequence[EpochRecord], target: float,
         w = pred.earlier
         ax.plot(grid, w.run.level(w.c * grid), "--", color="tab:purple", lw=1,
                 label=f"earlier run {w.run.label} at pace {w.c:.2f} ({pred.earlier_weight:.0%} of the prediction)")
-    if tuning.any():
-        ax.plot(x[tuning], y[tuning], "s", color="tab:gray", ms=5, label="tuning mini-epochs")
     if (~tuning).any():
         ax.plot(x[~tuning], y[~tuning], "o-", color="tab:blue", ms=4, label="validation loss")
     ax.axhline(target, color="tab:green", ls="--", lw=1, label=f"target {target:g}")
@@ -121,9 +119,12 @@ def _loss_panel(ax, x: np.ndarray, epochs: Sequence[EpochRecord], target: float,
     ax.set_xlabel("training progress (epochs; tuning mini-epochs count as fractions)")
     ax.set_ylabel("validation loss")
     ax.set_title("convergence")
+    # a tuning mini-epoch's loss above every training epoch's does not set the scale: the demo's 1.18
+    # squeezed its epochs' 0.13-0.25 into the bottom tenth of the panel
+    above = tuning & (y > y[~tuning].max()) if (~tuning).any() else np.zeros_like(tuning)
     # judged with the target: losses from 4.5 to 0.4 with a target of 0.06 drew the target, the fit
     # and its crossing in the bottom few pixels of a linear axis
-    shown = np.append(y, target)
+    shown = np.append(y[~above], target)
     log = bool(np.all(shown > 0) and shown.max() / shown.min() > 20)
     if log:
         ax.set_yscale("log")
@@ -137,6 +138,16 @@ def _loss_panel(ax, x: np.ndarray, epochs: Sequence[EpochRecord], target: float,
     low, high = (float(values.min()), float(values.max())) if values.size else (0.0, 0.0)
     if high > low:
         ax.set_ylim(*((low / 1.15, high * 1.15) if log else (low - 0.05 * (high - low), high + 0.05 * (high - low))))
+    top = ax.get_ylim()[1]
+    off = tuning & (y > top)   # marked at the top edge, with the loss written
+    if (tuning & ~off).any():
+        ax.plot(x[tuning & ~off], y[tuning & ~off], "s", color="tab:gray", ms=5, label="tuning mini-epochs")
+    if off.any():
+        ax.plot(x[off], np.full(int(off.sum()), top), "^", color="tab:gray", ms=6, clip_on=False,
+                label="tuning mini-epochs above the axis (loss written)")
+        for xi, yi in zip(x[off], y[off]):
+            ax.annotate(f"{yi:.3g}", (xi, top), xytext=(4, -10), textcoords="offset points", fontsize=7,
+                        color="tab:gray")
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
 

@@ -395,3 +395,29 @@ def test_the_fit_is_drawn_solid_only_over_the_points_it_was_fitted_to(tmp_path, 
     assert fit.predict(0.1) > 1.2 * losses.max()   # the curve run back rises far above the points ...
     low, high = ax.get_ylim()
     assert high < 1.1 * losses.max() and low < 0.15   # ... and is clipped: the points and the target set the scale
+
+
+@pytest.mark.parametrize("tuning_loss, off_axis", [(1.176, True), (0.2, False)], ids=["far-above", "within"])
+def test_a_tuning_loss_far_above_the_epochs_is_marked_at_the_top_edge(tmp_path, monkeypatch, tuning_loss, off_axis):
+    """The demo's (2, 1) mini-epoch read 1.18 and set the scale: its 8 epochs, 0.13-0.25, took the
+    bottom tenth of the panel. Above the axis it is marked at the top edge with its loss written."""
+    from coach.report import plots
+
+    losses = [0.2526, 0.1892, 0.1396, 0.1569, 0.1611, 0.1256, 0.1272, 0.1296]   # the demo's epochs
+    recs = [EpochRecord("job1", "tuning", 1, 2, 1, 2.0, tuning_loss, 1.5, 1024, 974.0, 0.0001)]
+    recs += [EpochRecord("job1", "training", e, 2, 2, v, v, 5.0, 4000, 950.0, 0.0002)
+             for e, v in enumerate(losses, start=1)]
+    figures = []
+    monkeypatch.setattr(plots.plt, "close", figures.append)
+    plot_job(tmp_path / "job.png", recs, target=0.15, fit=None, speed=None)
+    ax = figures[0].axes[0]
+    low, high = ax.get_ylim()
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    if off_axis:
+        assert high < 0.3 and low < 0.125, (low, high)   # the epochs and the target set the scale
+        edge = lines["tuning mini-epochs above the axis (loss written)"]
+        assert list(edge.get_ydata()) == [high] and "tuning mini-epochs" not in lines
+        assert [t.get_text() for t in ax.texts] == ["1.18"]
+    else:   # under the highest epoch: drawn where it is
+        assert list(lines["tuning mini-epochs"].get_ydata()) == [0.2] and not ax.texts
+        assert "tuning mini-epochs above the axis (loss written)" not in lines
