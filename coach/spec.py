@@ -11,16 +11,14 @@
 from __future__ import annotations
 
 import ast
-import dataclasses
 import datetime
 import math
 import re
 import reprlib
 import stat
-import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, get_origin, get_type_hints
 
 import yaml
 
@@ -533,9 +531,9 @@ def spec_from_dict(d: dict[str, Any]) -> JobSpec:
 def _check_types(spec: JobSpec) -> None:
     """A value of the wrong type rebuilds a JobSpec without a word and fails later, as a traceback
     deep in `coach resume` (`max_epochs: "ten"` in an edited store); check each field's type now."""
-    hints = typing.get_type_hints(JobSpec)
-    for f in dataclasses.fields(JobSpec):
-        value, kind = getattr(spec, f.name), typing.get_origin(hints[f.name]) or hints[f.name]
+    hints = get_type_hints(JobSpec)
+    for f in fields(JobSpec):
+        value, kind = getattr(spec, f.name), get_origin(hints[f.name]) or hints[f.name]
         if kind in (int, float):   # a bool is an int to Python, not to a job file
             ok = (isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
                   and math.isfinite(value))
