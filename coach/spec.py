@@ -457,11 +457,14 @@ MAX_ROLE_GIB = 4096
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key given twice (plain YAML keeps the last one silently)."""
+    """SafeLoader that refuses a key given twice (plain YAML keeps the last one silently). Keys
+    merged in with `<<: *anchor` are not given twice: a key written beside them overrides them."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":   # refused as a key without a constructor
+                continue
             key = self.construct_object(key_node, deep=deep)
             try:
                 hash(key)
@@ -472,6 +475,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is given twice",
                                                         key_node.start_mark)
             seen.add(key)
+        self.flatten_mapping(node)
         return super().construct_mapping(node, deep=deep)
 
 

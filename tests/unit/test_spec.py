@@ -249,6 +249,21 @@ def test_unparseable_files_via_cli_exit_2_without_traceback(text: str, problem: 
     assert str(job) in proc.stderr and problem in proc.stderr
 
 
+def test_keys_merged_from_an_anchor_are_read_and_overridden_by_keys_beside_them(tmp_path: Path) -> None:
+    """`<<: *anchor` is plain YAML (safe_load reads it); the loader that refuses a key given twice
+    refused it as "could not determine a constructor for the tag ...merge"."""
+    job = tmp_path / "merge.yaml"
+    job.write_text("name: a\nmodel: mlp\ndataset: digits\ntarget_loss: 0.2\nbudget: 1\n"
+                   "resources:\n  worker: &big {cpu: 0.5, memory: 1Gi}\n  server: {<<: *big, memory: 2Gi}\n")
+    spec = load_spec(job)
+    assert (spec.resources["server"].cpu, spec.resources["server"].memory_gib) == (0.5, 2.0)
+    assert (spec.resources["worker"].cpu, spec.resources["worker"].memory_gib) == (0.5, 1.0)
+    job.write_text("name: a\nmodel: mlp\ndataset: digits\ntarget_loss: 0.2\nbudget: 1\n"
+                   "resources:\n  worker: &big {cpu: 0.5}\n  server: {<<: *big, cpu: 1, cpu: 2}\n")
+    with pytest.raises(SpecError, match="key 'cpu' is given twice"):   # beside a merge, as anywhere
+        load_spec(job)
+
+
 def test_cli_rejects_every_bad_file_and_starts_nothing(tmp_path: Path, coach_home: Path) -> None:
     good = tmp_path / "good.yaml"
     good.write_text("name: ok\nmodel: mlp\ndataset: digits\ntarget_loss: 0.2\nbudget: 1\n")
