@@ -16,9 +16,9 @@ import math
 import re
 import reprlib
 import stat
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_origin, get_type_hints
+from typing import Any
 
 import yaml
 
@@ -29,6 +29,7 @@ from coach.estimate.cost import (DEFAULT_CPU_CORE_SECOND_PRICE, DEFAULT_GIB_SECO
                                  Prices, RoleResources, epoch_cost)
 from coach.files import looked_up
 from coach.models import BUILTIN_MODELS
+from coach.recorded import check_types
 
 OPTIMIZERS = ("sgd", "nag", "adam", "rmsprop", "adagrad")
 MOMENTUM_OPTIMIZERS = ("sgd", "nag")   # the others have their own (adam's betas) or none
@@ -525,23 +526,37 @@ def spec_from_dict(d: dict[str, Any]) -> JobSpec:
         d["resources"] = {k: RoleResources(**v) for k, v in d["resources"].items()}
         d["prices"] = Prices(**d["prices"])
         spec = JobSpec(**d)
-        _check_types(spec)
+        check_types(spec)
+        _check_values(spec)
         return spec
     except (KeyError, TypeError, AttributeError, ValueError) as e:   # edited or damaged in the store
         raise StateError(f"the job's recorded spec cannot be read back ({type(e).__name__}: {e}); "
                          "submit its job file again") from None
 
 
-def _check_types(spec: JobSpec) -> None:
-    """A value of the wrong type rebuilds a JobSpec without a word and fails later, as a traceback
-    deep in `coach resume` (`max_epochs: "ten"` in an edited store); check each field's type now."""
-    hints = get_type_hints(JobSpec)
-    for f in fields(JobSpec):
-        value, kind = getattr(spec, f.name), get_origin(hints[f.name]) or hints[f.name]
-        if kind in (int, float):   # a bool is an int to Python, not to a job file
-            ok = (isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
-                  and math.isfinite(value))
-        else:
-            ok = isinstance(value, kind)
-        if not ok:
-            raise TypeError(f"{f.name} must be {kind.__name__}, got {_shown(value)}")
+_AT_LEAST = {"batch_size": 1, "workers": 1, "servers": 1, "max_workers": 1, "max_servers": 1, "consecutive": 1,
+             "max_epochs": 1, "tuning_samples": 1, "max_retries": 0, "seed": 0, "weight_decay": 0, "momentum": 0}
+_CHOICES = {"optimizer": OPTIMIZERS, "allocation": ("dynamic", "static"), "scheduler": ("default", "gang")}
+
+
+def _check_values(spec: JobSpec) -> None:
+    """What parse_spec checks of each value on its own, again: an edited spec ran (an unknown
+    model failed every attempt of an epoch, each charged) or failed as a KeyError (a role left out)."""
+    bad = [(k, f"must be >= {v}") for k, v in _AT_LEAST.items() if getattr(spec, k) < v]
+    bad += [(k, "must be > 0") for k in ("target_loss", "budget", "learning_rate") if getattr(spec, k) <= 0]
+    bad += [(k, f"must be one of {', '.join(v)}") for k, v in _CHOICES.items() if getattr(spec, k) not in v]
+    if spec.momentum >= 1:
+        bad.append(("momentum", "must be < 1"))
+    if not NAME_RE.fullmatch(spec.name):
+        bad.append(("name", "must be 1-40 lowercase letters, digits or '-'"))
+    if not (spec.model.get("name") in BUILTIN_MODELS and len(spec.model) == 1 or
+            set(spec.model) == {"file", "source"} and all(isinstance(v, str) for v in spec.model.values())):
+        bad.append(("model", f"must be one of {', '.join(BUILTIN_MODELS)} or a file with its source"))
+    if spec.dataset.get("name") not in DATASETS:
+        bad.append(("dataset", f"must be one of {', '.join(DATASETS)}"))
+    if set(spec.resources) != set(ROLES):
+        bad.append(("resources", f"must give {', '.join(ROLES)}"))
+    if bad:
+        k, problem = bad[0]
+        value = sorted(spec.resources) if k == "resources" else getattr(spec, k)
+        raise ValueError(f"{k} {problem}, got {_shown(value)}")

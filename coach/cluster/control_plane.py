@@ -32,6 +32,7 @@ from coach.cluster.errors import BinaryMissing, ClusterError
 from coach.errors import SpecError
 from coach.identity import process_identity
 from coach.ports import free_port
+from coach.recorded import check_types
 from coach.cluster.kube import Kube, apply_manifest, write_kubeconfig
 from coach.cluster.nodes import NODE_LABEL, node_size, set_nodes
 
@@ -95,7 +96,9 @@ class ClusterState:
         try:
             raw = json.loads(path.read_text())
             raw["processes"] = [Process(**p) for p in raw.get("processes", [])]
-            return cls(**raw)
+            state = cls(**raw)
+            check_types(state)   # a pid of 1e30 failed as a TypeError in os.kill
+            return state
         except (ValueError, TypeError, KeyError, AttributeError) as e:   # hand-edited, truncated, foreign
             why = f"not JSON: {e}" if isinstance(e, json.JSONDecodeError) else "its fields are not those it writes"
             raise ClusterError(f"{path}: not a control-plane state written by `coach cluster up` ({why}); stop "

@@ -23,10 +23,16 @@ class Kube:
     """Talks to one apiserver with the bearer token of a kubeconfig."""
 
     def __init__(self, kubeconfig: Path, timeout: float = 30.0) -> None:
-        cfg = yaml.safe_load(Path(kubeconfig).read_text())
-        cluster = cfg["clusters"][0]["cluster"]
-        user = cfg["users"][0]["user"]
-        self.server: str = cluster["server"]
+        try:   # removed or edited while the control plane runs
+            cfg = yaml.safe_load(Path(kubeconfig).read_text())
+            cluster = cfg["clusters"][0]["cluster"]
+            user = cfg["users"][0]["user"]
+            self.server: str = cluster["server"]
+            token = user["token"]
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, LookupError, TypeError) as e:
+            why = getattr(e, "strerror", None) or f"{type(e).__name__}: {e}".splitlines()[0]
+            raise ClusterError(f"kubeconfig {kubeconfig} cannot be read ({why}); `coach cluster down`, then "
+                               "`coach cluster up`, writes a fresh one") from None
         verify: ssl.SSLContext | bool = True
         if cluster.get("insecure-skip-tls-verify"):
             verify = False
@@ -35,7 +41,7 @@ class Kube:
             ctx.load_verify_locations(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
             verify = ctx
         self.http = httpx.Client(base_url=self.server, verify=verify, timeout=timeout,
-                                 headers={"Authorization": f"Bearer {user['token']}"})
+                                 headers={"Authorization": f"Bearer {token}"})
 
     def close(self) -> None:
         self.http.close()

@@ -155,7 +155,13 @@ def test_public_names() -> None:
                                              "down", "set_nodes", "state_dir", "status", "up"]
 
 
-@pytest.mark.parametrize("content", ["{garbage", '{"nodes": 1}', "[]"], ids=["not-json", "partial", "a-list"])
+_STATE = {"nodes": 1, "cpu": "2", "memory": "4Gi", "apiserver_port": 1, "etcd_port": 2, "kubeconfig": "/k",
+          "processes": [{"name": "etcd", "pid": 1e30, "binary": "x"}]}   # os.kill raised a TypeError on it
+
+
+@pytest.mark.parametrize("content", ["{garbage", '{"nodes": 1}', "[]", json.dumps(_STATE),
+                                     json.dumps(dict(_STATE, processes=[], kubeconfig=5))],
+                         ids=["not-json", "partial", "a-list", "a-pid-not-an-integer", "a-kubeconfig-not-a-path"])
 def test_a_damaged_state_file_is_named_not_a_traceback(tmp_path: Path, content: str) -> None:
     (tmp_path / "state.json").write_text(content)
     for command in ("status", "down"):
@@ -163,6 +169,19 @@ def test_a_damaged_state_file_is_named_not_a_traceback(tmp_path: Path, content: 
         assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
         assert f"{tmp_path / 'state.json'}: not a control-plane state" in proc.stderr
         assert "__init__" not in proc.stderr and "pgrep -af" in proc.stderr, proc.stderr   # it read "__init__() missing 5 ..."
+
+
+@pytest.mark.parametrize("content", [None, "{garbage", "{}", "clusters: 5"],
+                         ids=["removed", "not-yaml", "empty", "not-a-list"])
+def test_a_kubeconfig_removed_or_damaged_is_named_not_a_traceback(tmp_path: Path, content: str | None) -> None:
+    """Removed while the control plane ran, `coach cluster status` and `submit --backend cluster`
+    ended in a FileNotFoundError traceback (a KeyError for `{}`)."""
+    path = tmp_path / "kubeconfig"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(coach.cluster.ClusterError, match=f"kubeconfig {path} cannot be read .*`coach cluster down`, "
+                                                         "then `coach cluster up`, writes a fresh one"):
+        Kube(path)
 
 
 @pytest.mark.parametrize(("option", "value", "problem"), [
