@@ -121,9 +121,15 @@ def finish_times(job: JobRecord, now: float) -> tuple[float | None, float | None
 
 
 def finish_clock(ts: float, now: float) -> str:
-    """When a job is expected to finish, by the clock: '14:05', or 'Sat 09:10' when not today."""
-    when = time.localtime(ts)
-    return time.strftime("%H:%M" if when[:3] == time.localtime(now)[:3] else "%a %H:%M", when)
+    """When a job is expected to finish, by the clock: '14:05', 'Sat 09:10' within 6 days, else
+    '2027-03-01 09:10' (95 years ahead read 'Tue 06:41'; a billion years, an OSError)."""
+    try:
+        when = time.localtime(ts)
+    except (OverflowError, OSError, ValueError):   # beyond the platform's calendar
+        return "beyond the calendar"
+    if when[:3] == time.localtime(now)[:3]:
+        return time.strftime("%H:%M", when)
+    return time.strftime("%a %H:%M" if ts - now < 6 * 86400 else "%Y-%m-%d %H:%M", when)
 
 
 def seconds_left(job: JobRecord, now: float | None = None) -> tuple[float | None, float | None, float | None]:

@@ -386,6 +386,8 @@ def resume(job_id: str = typer.Argument(..., metavar="JOB", help="A stopped, fai
 
 def _rounded_up(x: float, digits: int = 6) -> str:
     """`x` in `digits` significant digits, rounded up: a budget shown rounded down was refused."""
+    if not (0 < x < 1e300):   # 0 has no digits; beyond, the step overflows (any budget above 1e15 is refused)
+        return f"{x:g}"
     step = 10.0 ** (math.floor(math.log10(x)) - digits + 1)
     return f"{math.ceil(x / step) * step:.{digits}g}"
 

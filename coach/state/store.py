@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import re
 import sqlite3
@@ -87,6 +88,11 @@ _JOB_COLUMNS = ("job_id", "name", "spec_path", "status", "target_loss", "budget"
 _EPOCH_COLUMNS = tuple(f.name for f in fields(EpochRecord))
 _JOB_NUMBERS = ("target_loss", "budget", "spent", "workers", "servers", "epoch", "created_at", "updated_at")
 _EPOCH_NUMBERS = tuple(c for c in _EPOCH_COLUMNS if c not in ("job_id", "phase"))
+_JOB_TEXTS = ("name", "spec_path", "status", "message", "backend", "val_epoch", "earlier_job")
+_TIMES = ("created_at", "updated_at", "ts", "at", "wait_at")
+_LATEST = 1e11   # seconds since 1970: the year 5138, far inside what a clock can show
+_ETA_NUMBERS = ("epochs_left", "lo", "hi", "seconds", "seconds_lo", "seconds_hi", "asymptote", "earlier_weight",
+                "at", "between_epochs_s", "budget_epochs", "next_epoch_cost", "wait_s", "wait_at")
 _JOB_QUERY = ("SELECT jobs.*, runs.pid AS run_pid, runs.owner AS run_owner "
               "FROM jobs LEFT JOIN runs USING (job_id)")
 
@@ -243,13 +249,36 @@ class Store:
         return StateError(f"{self.path}: job {job_id}: {column}: {why}; the row was edited or damaged "
                           "(the other jobs are not affected)")
 
-    def _numbers(self, row: sqlite3.Row, columns: tuple[str, ...], nullable: tuple[str, ...] = ()) -> None:
+    def _numbers(self, row: sqlite3.Row, columns: tuple[str, ...], nullable: tuple[str, ...] = (),
+                 finite: bool = False) -> None:
         """Rows are written by Coach only; a value that is not a number was put there by hand or
         by damage, and is named here rather than failing as a traceback wherever it is read."""
         for k in columns:
             v = row[k]
             if not (isinstance(v, (int, float)) or (v is None and k in nullable)):
                 raise self._damaged(row["job_id"], k, f"not a number: {str(v)[:40]!r}")
+            if finite and v is not None and not math.isfinite(v):   # `--json` printed Infinity, which JSON is not
+                raise self._damaged(row["job_id"], k, f"not a finite number: {v}")
+            if k in _TIMES and not 0 <= v < _LATEST:   # a clock time of 1e300 failed as an OverflowError
+                raise self._damaged(row["job_id"], k, f"not a time: {v}")
+
+    def _texts(self, row: sqlite3.Row, columns: tuple[str, ...]) -> None:
+        for k in columns:   # a BLOB failed as a TypeError in `--json` and in a format string
+            if not isinstance(row[k], str):
+                raise self._damaged(row["job_id"], k, f"not text: {str(row[k])[:40]!r}")
+
+    def _eta(self, job_id: str, text: str | None) -> dict[str, Any]:
+        """The last prediction, with what the CLI reads of it checked: an infinite next_epoch_cost
+        failed `coach status` and `resume` as an OverflowError, a text `seconds` as a ValueError."""
+        eta = self._json(job_id, "eta_json", text, "{}")
+        for k in _ETA_NUMBERS:
+            v = eta.get(k)
+            if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                                      and 0 <= v < (_LATEST if k in _TIMES else math.inf)):
+                raise self._damaged(job_id, "eta_json", f"{k}: not a number >= 0: {str(v)[:40]!r}")
+        if not isinstance(eta.get("reachable", True), bool) or not isinstance(eta.get("earlier") or "", str):
+            raise self._damaged(job_id, "eta_json", "reachable or earlier: not the type Coach writes")
+        return eta
 
     def _json(self, job_id: str, column: str, text: str | None, default: str) -> dict[str, Any]:
         try:
@@ -261,9 +290,12 @@ class Store:
         return value
 
     def _row_to_job(self, row: sqlite3.Row) -> JobRecord:
-        self._numbers(row, _JOB_NUMBERS + ("val_loss",), nullable=("val_loss",))
+        self._numbers(row, _JOB_NUMBERS + ("val_loss",), nullable=("val_loss",), finite=True)
+        self._texts(row, _JOB_TEXTS)
+        if row["backend"] not in ("local", "cluster"):   # `coach resume` blamed a --backend never given
+            raise self._damaged(row["job_id"], "backend", f"not local or cluster: {row['backend'][:40]!r}")
         job = JobRecord(**{k: row[k] for k in _JOB_COLUMNS})
-        job.eta = self._json(job.job_id, "eta_json", row["eta_json"], "{}")
+        job.eta = self._eta(job.job_id, row["eta_json"])
         if job.status not in FINAL_STATUSES and not (row["run_pid"] and _alive(row["run_pid"], row["run_owner"])):
             # nobody runs it: its `coach submit` was killed (or the machine rebooted) mid-job
             pid = f" (pid {row['run_pid']})" if row["run_pid"] else ""
@@ -378,7 +410,8 @@ class Store:
             rows = c.execute("SELECT job_id, ts, kind, message FROM events WHERE job_id = ? ORDER BY id",
                              (self.resolve(job_id),)).fetchall()
         for r in rows:
-            self._numbers(r, ("ts",))
+            self._numbers(r, ("ts",), finite=True)
+            self._texts(r, ("kind", "message"))
         return [dict(ts=r["ts"], kind=r["kind"], message=r["message"]) for r in rows]
 
     # -- which process runs a job ----------------------------------------------------------

@@ -280,6 +280,9 @@ def test_a_long_eta_names_the_finish_by_the_clock(wait: float | None) -> None:
     from coach.cli.format import finish_clock
 
     assert finish_clock(NOW + 86400, NOW) == time.strftime("%a %H:%M", time.localtime(NOW + 86400))
+    # a weekday alone is a week off, or 95 years (it read "Tue 06:41"); past the calendar, an OSError
+    assert finish_clock(NOW + 3e9, NOW) == time.strftime("%Y-%m-%d %H:%M", time.localtime(NOW + 3e9))
+    assert finish_clock(NOW + 1e17, NOW) == "beyond the calendar"
 
 
 def test_json_gives_the_finish_time_as_unix_seconds(tmp_path) -> None:

@@ -293,9 +293,21 @@ def test_a_relative_coach_home_in_a_removed_folder_is_named(tmp_path: Path) -> N
         ("jobs", "spec_json", "[1, 2]", "spec", "spec_json: not a JSON object"),
         ("epochs", "val_loss", "abc", "epochs", "val_loss: not a number: 'abc'"),
         ("events", "ts", "abc", "events", "ts: not a number: 'abc'"),   # a TypeError in status and events
+        # each failed somewhere in status, events or resume, as said (helper-30)
+        ("events", "ts", 1e300, "events", "ts: not a time: 1e"),   # OverflowError: timestamp out of range
+        ("events", "kind", b"hi", "events", "kind: not text: "),   # TypeError in a format string
+        ("jobs", "message", b"hi", "job", "message: not text: "),   # TypeError: bytes not JSON serializable
+        ("jobs", "spent", float("inf"), "job", "spent: not a finite number: inf"),   # `--json` printed Infinity
+        ("jobs", "eta_json", '{"next_epoch_cost": Infinity}', "job", "eta_json: next_epoch_cost: not a number >= 0"),
+        ("jobs", "eta_json", '{"next_epoch_cost": -1}', "job", "eta_json: next_epoch_cost: not a number >= 0: '-1'"),
+        ("jobs", "eta_json", '{"seconds": "5"}', "job", "eta_json: seconds: not a number >= 0: '5'"),
+        ("jobs", "eta_json", '{"wait_s": true}', "job", "eta_json: wait_s: not a number >= 0: 'True'"),
+        ("jobs", "eta_json", '{"at": 1e300}', "job", "eta_json: at: not a number >= 0"),
+        ("jobs", "eta_json", '{"reachable": "no"}', "job", "eta_json: reachable or earlier: not the type"),
+        ("jobs", "backend", "mars", "job", "backend: not local or cluster: 'mars'"),
     ],
 )
-def test_a_row_edited_by_hand_is_named_not_a_traceback(store: Store, table: str, column: str, value: str,
+def test_a_row_edited_by_hand_is_named_not_a_traceback(store: Store, table: str, column: str, value: object,
                                                        read: str, problem: str) -> None:
     """Each of these failed as JSONDecodeError, TypeError or ValueError in status, history,
     resume or plot."""
