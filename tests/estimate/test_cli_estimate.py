@@ -193,6 +193,9 @@ def test_table_without_json(tmp_path):
     [
         pytest.param("epoch,loss\n1,1.0\n2,0.8\n3,abc\n", "line 4: loss: not a number: 'abc'", id="bad-loss"),
         pytest.param("epoch,loss\n1,1.0\nx,0.8\n3,0.5\n", "line 3: epoch: not a number: 'x'", id="bad-epoch"),
+        # Python's float() reads a digit separator: epochs 20 and 30 without a word
+        pytest.param("epoch,loss\n1,1.0\n2_0,0.8\n3_0,0.5\n", "line 3: epoch: not a number: '2_0'",
+                     id="underscore"),
         pytest.param("epoch,loss\n1,1.0\n2\n3,0.5\n", "line 3: loss: missing", id="missing-column"),
         pytest.param("epoch,loss\n1,1.0\n1,0.8\n2,0.5\n", "line 3: epoch: epochs must increase", id="not-increasing"),
         pytest.param("epoch,loss\n-1,1.0\n0,0.8\n1,0.5\n2,0.4\n", "line 2: epoch: must be ≥ 0, got -1",
