@@ -293,8 +293,9 @@ def prepare_earlier_run(progress: Sequence[float], losses: Sequence[float], labe
             warnings.simplefilter("ignore", RuntimeWarning)
             b, _ = _fit(k, y, _weights(k), start=None)
         return smooth_run(label, k, y, (float(b[0]), float(b[1]), float(b[2])))
-    except (ValueError, OverflowError, FloatingPointError) as exc:   # e.g. losses near 1e308
-        raise EstimateError(f"the earlier run's losses cannot be fitted ({exc})") from None
+    except (ValueError, OverflowError, FloatingPointError):   # e.g. losses near 1e308: "(34, 'Numerical ...')"
+        raise EstimateError(f"the earlier run's losses are too large to fit a curve to (the largest is "
+                            f"{float(np.max(y)):.3g})") from None
 
 
 def fit_convergence(progress: Sequence[float], losses: Sequence[float],

@@ -83,7 +83,7 @@ class EarlierRun:
         before, after = x < k[0], x > k[-1]
         out[before] = s[0] + (s[1] - s[0]) / (k[1] - k[0]) * (x[before] - k[0])
         b0, b1, b2 = self.tail
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):   # epochs near 1e308: the warning leaked
             shift = s[-1] - (1.0 / (b0 * k[-1] + b1) + b2)
             out[after] = 1.0 / (b0 * x[after] + b1) + b2 + shift
         return np.maximum(out, 0.0)

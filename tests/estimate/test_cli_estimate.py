@@ -393,6 +393,26 @@ def test_an_unusable_earlier_run_is_named(tmp_path):
         CliRunner().invoke(app, ["estimate", str(path), "--target", "0.2", "--earlier", str(short)],
                            catch_exceptions=False)
     assert err.value.exit_code == 2
+    # as the curve's own: it read "cannot be fitted ((34, 'Numerical result out of range'))"
+    huge = tmp_path / "huge.csv"
+    huge.write_text("epoch,loss\n" + "".join(f"{e},1e{201 - e}\n" for e in range(1, 6)))
+    with pytest.raises(SpecError, match=f"{huge}: the earlier run's losses are too large to fit a curve to "
+                                        r"\(the largest is 1e\+200\)"):
+        CliRunner().invoke(app, ["estimate", str(path), "--target", "0.2", "--earlier", str(huge)],
+                           catch_exceptions=False)
+
+
+def test_an_earlier_run_far_beyond_the_curve_warns_nothing(tmp_path):
+    """An earlier epoch of 1e308 overflowed where its curve is laid beyond its end, and numpy's
+    RuntimeWarning reached the user's terminal."""
+    from tests.conftest import run_coach
+
+    k = np.arange(1, 11, dtype=float)
+    path = write_curve(tmp_path, k, 1 / (0.5 * k + 1) + 0.1)
+    far = tmp_path / "far.csv"
+    far.write_text("epoch,loss\n1,0.5\n2,0.4\n3,0.3\n4,0.25\n1e308,0.2\n")
+    proc = run_coach("estimate", str(path), "--target", "0.2", "--earlier", str(far), "--json", timeout=300)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
 
 
 def test_a_keras_history_is_read_by_its_validation_loss(tmp_path):
