@@ -17,6 +17,7 @@ import os
 import re
 import select
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -31,6 +32,19 @@ from coach.roles.zygote import SOCKET_ENV, Forked
 
 POLL_S = 0.05
 KILL_GRACE_S = 10.0   # a killed role must be reported finished within this
+ABORT_READ_BYTES = 4096   # an abort marker's reason is a line the job loop wrote
+
+
+def _abort_reason(abort: Path) -> str:
+    """What the abort marker says, if it is a file the job loop could have written: a folder
+    raised IsADirectoryError out of the watch, and a FIFO or /dev/zero blocked or filled memory."""
+    try:
+        if not stat.S_ISREG(abort.stat().st_mode):
+            return ""
+        with open(abort, "rb") as f:
+            return f.read(ABORT_READ_BYTES).decode("utf-8", errors="replace").strip()
+    except OSError:   # removed meanwhile, unreadable
+        return ""
 
 
 class ForkServer:
@@ -280,6 +294,13 @@ class FunctionRuntime:
                     attempt_files.heartbeat(pid_file)   # also while it is being killed: that is served too
                     beat = time.monotonic()
                 self._server.wait(POLL_S)
+        except BaseException:
+            # whatever failed here, the role must not outlive its event: its lines would answer the next
+            if pid is not None:
+                _kill_group(pid)
+            self._server.close()
+            self._server = ForkServer()
+            raise
         finally:
             self._role_pid = None
             if pid_file is not None:
@@ -290,8 +311,7 @@ class FunctionRuntime:
         if time.monotonic() - t0 > task.deadline_s:
             return 504, {"error": f"{task.role} exceeded its {task.deadline_s:.0f} s deadline; killed"}
         if abort is not None and (abort.exists() or not abort.parent.exists()):
-            reason = (abort.read_text().strip() if abort.exists() else "") or "the attempt was abandoned"
-            return 409, {"error": f"{task.role} aborted: {reason}"}
+            return 409, {"error": f"{task.role} aborted: {_abort_reason(abort) or 'the attempt was abandoned'}"}
         if abort is not None and task.role != "worker" and (abort.parent / attempt_files.WORKERS_DONE).exists():
             return 200, {"role": task.role, "ended": "every worker had answered"}
         return None

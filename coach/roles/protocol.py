@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 ROLES = ("scheduler", "server", "worker")
@@ -104,6 +105,9 @@ def parse_task(body: Any) -> EpochTask:
             raise EventError(name, f"expected {_type_name(typ)}, got boolean")
         if not isinstance(value, typ):
             raise EventError(name, f"expected {_type_name(typ)}, got {type(value).__name__}")
+    for name in ("dataset", "model", "hyper"):   # deep inside one, it failed as a RecursionError at to_json
+        if _depth(body.get(name)) > MAX_DEPTH:
+            raise EventError(name, f"nested more than {MAX_DEPTH} levels deep")
     task = EpochTask(**body)
     if task.role not in ROLES:
         raise EventError("role", f"must be one of {', '.join(ROLES)}, got {task.role!r}")
@@ -122,13 +126,14 @@ def parse_task(body: Any) -> EpochTask:
 
         if not isinstance(task.dataset["name"], str) or task.dataset["name"] not in DATASETS:
             raise EventError("dataset.name", f"must be one of {', '.join(DATASETS)}, got {task.dataset['name']!r}")
-        if not (task.model.get("name") or task.model.get("file")):
-            raise EventError("model.name", "missing")
-        if not task.checkpoint_out:
-            raise EventError("checkpoint_out", "missing")
+        _check_model(task.model)
+        _check_checkpoint_out(task.checkpoint_out)
         batch = task.hyper.get("batch_size")
         if not isinstance(batch, int) or isinstance(batch, bool) or batch < task.workers:
             raise EventError("hyper.batch_size", f"must be an integer >= workers ({task.workers}), got {batch!r}")
+        _check_hyper(task.hyper)
+        if not 0 <= task.seed < 2**32:   # numpy's seeds; MXNet said so only after the role had started
+            raise EventError("seed", f"must be in [0, 2**32), got {task.seed}")
         if task.limit is not None and task.limit < task.workers:
             raise EventError("limit", f"must be >= workers ({task.workers}), got {task.limit}")
         if task.first < 0:
@@ -136,3 +141,61 @@ def parse_task(body: Any) -> EpochTask:
         if task.probe < 0 or (task.probe and task.servers < 2):
             raise EventError("probe", f"must be >= 0, and 0 with one server ({task.servers}), got {task.probe}")
     return task
+
+
+MAX_DEPTH = 20   # dataset options are 3 levels deep at most ({"shape": [1, 8, 8]})
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and objects nest in a JSON value, counted without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, level = stack.pop()
+        if isinstance(v, (dict, list)):
+            deepest = max(deepest, level)
+            stack.extend((item, level + 1) for item in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
+HYPER = {"batch_size": int, "optimizer": str, "learning_rate": float, "momentum": float, "weight_decay": float,
+         "init_seed": int}   # what coach.spec.JobSpec.hyper sends
+OPTIMIZERS = ("sgd", "nag", "adam", "rmsprop", "adagrad")
+
+
+def _check_hyper(hyper: dict[str, Any]) -> None:
+    """A typo (`learnig_rate`) trained with the default rate without a word; a text rate or an
+    unknown optimizer failed inside the role, as an error retried like a crash."""
+    for key, value in hyper.items():
+        kind = HYPER.get(key)
+        if kind is None:
+            raise EventError(f"hyper.{key}", f"unknown; known: {', '.join(HYPER)}")
+        number = isinstance(value, (int, float) if kind is float else kind) and not isinstance(value, bool)
+        if not number or (kind is not str and not (math.isfinite(value) and value >= 0)):
+            raise EventError(f"hyper.{key}", f"must be {'text' if kind is str else 'a number >= 0'}, got {value!r}")
+    if hyper.get("optimizer", "sgd") not in OPTIMIZERS:
+        raise EventError("hyper.optimizer", f"must be one of {', '.join(OPTIMIZERS)}, got {hyper['optimizer']!r}")
+
+
+def _check_model(model: dict[str, Any]) -> None:
+    from coach.models.zoo import BUILTIN_MODELS
+
+    if model.get("file"):
+        if not (isinstance(model["file"], str) and isinstance(model.get("source"), str)):
+            raise EventError("model.source", "a model file travels with its source text")
+    elif model.get("name") not in BUILTIN_MODELS:
+        raise EventError("model.name", f"must be one of {', '.join(BUILTIN_MODELS)}, or give model.file and "
+                                       f"model.source, got {model.get('name')!r}")
+
+
+def _check_checkpoint_out(path: str) -> None:
+    """Rank 0 replaces what is at checkpoint_out with the epoch's checkpoint: a folder that is
+    not a checkpoint (a job's work folder given by mistake) was deleted whole."""
+    from coach.training.checkpoint import is_checkpoint_or_part
+
+    if not path:
+        raise EventError("checkpoint_out", "missing")
+    out = Path(path)
+    if not out.is_absolute() or out.name in ("", ".", ".."):
+        raise EventError("checkpoint_out", f"must be an absolute path to a folder to create, got {path!r}")
+    if (out.exists() or out.is_symlink()) and not is_checkpoint_or_part(out):
+        raise EventError("checkpoint_out", f"{path} exists and is not a checkpoint: it is not replaced")

@@ -17,6 +17,7 @@ from typing import Any
 from coach.errors import CheckpointError, one_line
 
 PARAMS, TRAINER, META = "params", "trainer.states", "meta.json"
+FILES = (PARAMS, TRAINER, META)
 
 
 def save(out: str | Path, net: Any, trainer: Any, meta: dict[str, Any]) -> Path:
@@ -30,7 +31,9 @@ def save(out: str | Path, net: Any, trainer: Any, meta: dict[str, Any]) -> Path:
     for f in tmp.iterdir():
         with open(f, "rb") as fh:
             os.fsync(fh.fileno())
-    if out.exists():  # a retried attempt may have left the same name; replace it whole
+    if out.exists():  # a retried attempt may have left the same name; replace it whole, if it is one
+        if not is_checkpoint_or_part(out):
+            raise CheckpointError(f"{out}: exists and is not a checkpoint; not replaced")
         shutil.rmtree(out)
     os.rename(tmp, out)
     return out
@@ -38,7 +41,15 @@ def save(out: str | Path, net: Any, trainer: Any, meta: dict[str, Any]) -> Path:
 
 def is_complete(path: str | Path) -> bool:
     p = Path(path)
-    return all((p / n).is_file() for n in (PARAMS, TRAINER, META))
+    return all((p / n).is_file() for n in FILES)
+
+
+def is_checkpoint_or_part(path: Path) -> bool:
+    """Whether `save` may replace what is at `path`: a folder of checkpoint files, nothing else."""
+    try:
+        return not path.is_symlink() and path.is_dir() and {p.name for p in path.iterdir()} <= set(FILES)
+    except OSError:
+        return False
 
 
 def load(path: str | Path, net: Any, trainer: Any, ctx: Any) -> dict[str, Any]:

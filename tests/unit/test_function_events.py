@@ -72,6 +72,20 @@ CASES = [
     ("nan-deadline", dict(VALID, deadline_s=float("nan")), "deadline_s"),
     ("nested-too-deep", b"[" * 100_000 + b"]" * 100_000, "body"),
     ("5000-digit-integer", b'{"epoch": ' + b"9" * 5000 + b"}", "body"),
+    # each ran as far as the role (500, retried like a crash), or further (helper-31)
+    ("deep-inside-hyper", json.dumps(dict(VALID, hyper="H")).replace('"H"', '{"x": ' + "[" * 600 + "]" * 600 + "}")
+     .encode(), "hyper"),   # a RecursionError where the task was passed on
+    ("unknown-model", dict(VALID, model={"name": "nosuch"}), "model.name"),
+    ("model-file-without-source", dict(VALID, model={"file": "/m.py"}), "model.source"),
+    ("text-learning-rate", dict(VALID, hyper={"batch_size": 32, "learning_rate": "fast"}), "hyper.learning_rate"),
+    ("unknown-optimizer", dict(VALID, hyper={"batch_size": 32, "optimizer": "nosuch"}), "hyper.optimizer"),
+    ("hyper-typo", dict(VALID, hyper={"batch_size": 32, "learnig_rate": 0.1}), "hyper.learnig_rate"),   # ignored
+    ("negative-seed", dict(VALID, seed=-1), "seed"),
+    ("relative-checkpoint", dict(VALID, checkpoint_out="ckpt"), "checkpoint_out"),
+    ("root-checkpoint", dict(VALID, checkpoint_out="/"), "checkpoint_out"),
+    # a folder that is not a checkpoint: rank 0 deleted it whole to put the epoch's in its place
+    ("checkpoint-over-a-folder", dict(VALID, checkpoint_out=str(Path(__file__).parent)), "checkpoint_out"),
+    ("checkpoint-over-a-file", dict(VALID, checkpoint_out=__file__), "checkpoint_out"),
 ]
 
 
@@ -123,6 +137,20 @@ def test_event_of_an_abandoned_attempt_is_aborted_not_run(worker_url: str, tmp_p
     assert "abandoned" in r.json()["error"]
 
 
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_an_abort_marker_that_is_not_a_file_aborts_and_the_next_event_gets_its_own_answer(
+        worker_url: str, tmp_path, kind: str) -> None:
+    """A folder raised IsADirectoryError out of the watch after the role was forked: the replica
+    answered 500, and every later event got the answer of the event before it. A FIFO blocked
+    the replica for good (every later event: 503 busy)."""
+    marker = tmp_path / "abort"
+    marker.mkdir() if kind == "folder" else os.mkfifo(marker)
+    r = httpx.post(worker_url, json=dict(VALID, deadline_s=5, abort_file=str(marker)), timeout=60)
+    assert r.status_code == 409 and r.json()["error"] == "worker aborted: the attempt was abandoned", r.text
+    nxt = httpx.post(worker_url, json=dict(VALID, deadline_s=3), timeout=60)
+    assert nxt.status_code == 504 and "deadline" in nxt.json()["error"], nxt.text
+
+
 @pytest.mark.parametrize("role,status", [("scheduler", 200), ("server", 200), ("worker", 504)])
 def test_once_the_workers_are_done_the_scheduler_and_servers_are_ended(role: str, status: int, tmp_path) -> None:
     """Workers of a group the job loop watches skip ps-lite's shutdown (0.3 s an epoch), so
@@ -141,8 +169,8 @@ def test_once_the_workers_are_done_the_scheduler_and_servers_are_ended(role: str
     assert r.status_code == status, r.text
     if status == 200:
         # ran until the marker (1 s after the timer, which starts before the event is sent, so its
-        # clock can start later: 0.969 and 0.9986 s were read), not ended at once
-        assert r.json()["ended"] == "every worker had answered" and 0.9 <= r.json()["function_s"] < 3.0, r.json()
+        # clock can start later: 0.969 and 0.9986 s were read, 0.867 beside a test run), not ended at once
+        assert r.json()["ended"] == "every worker had answered" and 0.5 <= r.json()["function_s"] < 3.0, r.json()
     assert not list(folder.glob("*.pid")), "the role process is gone when the function answers"
 
 
