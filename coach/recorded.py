@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 import reprlib
 from dataclasses import fields, is_dataclass
-from typing import Any, get_args, get_origin, get_type_hints
+from types import UnionType
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 
 def check_types(obj: Any, prefix: str = "") -> None:
@@ -19,6 +20,13 @@ def check_types(obj: Any, prefix: str = "") -> None:
 
 def _check(name: str, value: Any, hint: Any) -> None:
     kind = get_origin(hint) or hint
+    if kind in (Union, UnionType):   # `int | None`: one of them
+        for option in get_args(hint):
+            try:
+                return _check(name, value, option)
+            except TypeError:
+                pass
+        raise TypeError(f"{name} must be {hint}, got {reprlib.repr(value)}")
     if kind in (int, float):   # a bool is an int to Python, not in a file; an int is a float's value too
         ok = (isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
               and math.isfinite(value))

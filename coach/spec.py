@@ -30,8 +30,8 @@ from coach.estimate.cost import (DEFAULT_CPU_CORE_SECOND_PRICE, DEFAULT_GIB_SECO
 from coach.files import looked_up
 from coach.models import BUILTIN_MODELS
 from coach.recorded import check_types
+from coach.roles.protocol import OPTIMIZERS
 
-OPTIMIZERS = ("sgd", "nag", "adam", "rmsprop", "adagrad")
 MOMENTUM_OPTIMIZERS = ("sgd", "nag")   # the others have their own (adam's betas) or none
 MAX_NUMBER = 1e15
 _SHOWN = reprlib.Repr()   # 2 levels of at most 4 items: cheap to compute, however large the value

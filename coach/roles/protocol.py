@@ -159,7 +159,7 @@ def _depth(value: Any) -> int:
 
 HYPER = {"batch_size": int, "optimizer": str, "learning_rate": float, "momentum": float, "weight_decay": float,
          "init_seed": int}   # what coach.spec.JobSpec.hyper sends
-OPTIMIZERS = ("sgd", "nag", "adam", "rmsprop", "adagrad")
+OPTIMIZERS = ("sgd", "nag", "adam", "rmsprop", "adagrad")   # a job file's `optimizer` too
 
 
 def _check_hyper(hyper: dict[str, Any]) -> None:
