@@ -198,7 +198,13 @@ def test_a_replica_killed_before_it_could_serve_charges_nothing() -> None:
         poster = threading.Thread(target=lambda: answer.append(httpx.post(
             url, json=dict(VALID, deadline_s=60), timeout=120)))
         poster.start()
-        time.sleep(0.3)
+        # killed once the replica serves the event: a kill before it was sent (0.3 s after posting
+        # was too soon beside a test run) made it start a fork-server of its own, and the event ran
+        # to its deadline. An empty event is answered 400 by an idle replica, 503 by a busy one
+        deadline = time.monotonic() + 30
+        while httpx.post(url, content=b"", timeout=10).status_code != 503 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.05)   # from taking the event to sending it on: parsing it, milliseconds
         os.kill(int(children[0]), signal.SIGKILL)
         poster.join(60)
         assert answer and answer[0].status_code == 500 and "fork-server" in answer[0].json()["error"], answer
