@@ -4,6 +4,7 @@ checked against their own annotations: a dataclass takes any value, so one edite
 
 from __future__ import annotations
 
+import functools
 import math
 import reprlib
 from dataclasses import fields, is_dataclass
@@ -13,9 +14,13 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 
 def check_types(obj: Any, prefix: str = "") -> None:
     """Raise TypeError naming the first field whose value is not of its annotated type."""
-    hints = get_type_hints(type(obj))
+    hints = _hints(type(obj))
     for f in fields(obj):
         _check(prefix + f.name, getattr(obj, f.name), hints[f.name])
+
+
+# 0.4 ms a call for JobSpec: `coach status` rebuilds the spec of every job that stopped short
+_hints = functools.cache(get_type_hints)
 
 
 def _check(name: str, value: Any, hint: Any) -> None:
