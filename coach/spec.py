@@ -34,6 +34,7 @@ from coach.roles.protocol import OPTIMIZERS
 
 MOMENTUM_OPTIMIZERS = ("sgd", "nag")   # the others have their own (adam's betas) or none
 MAX_NUMBER = 1e15
+MAX_MODEL_SOURCE = 1 << 20   # a model file's source goes in every worker's event
 _SHOWN = reprlib.Repr()   # 2 levels of at most 4 items: cheap to compute, however large the value
 _SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxdict, _SHOWN.maxstring, _SHOWN.maxother = 2, 4, 4, 80, 80
 
@@ -205,6 +206,9 @@ def _model(r: _Reader, base: Path) -> dict[str, Any]:
         if not path.is_file():
             raise r.fail("model", f"model file {path} does not exist")
         try:
+            if path.stat().st_size > MAX_MODEL_SOURCE:
+                raise r.fail("model", f"model file {path} is larger than {MAX_MODEL_SOURCE >> 20} MiB: its source "
+                                      f"travels in every event, and an HTTP trigger takes at most 4 MiB")
             text = path.read_text()
         except (OSError, UnicodeDecodeError) as e:
             raise r.fail("model", f"cannot read model file {path}: {getattr(e, 'strerror', None) or e}") from None

@@ -91,6 +91,9 @@ _EPOCH_NUMBERS = tuple(c for c in _EPOCH_COLUMNS if c not in ("job_id", "phase")
 _JOB_TEXTS = ("name", "spec_path", "status", "message", "backend", "val_epoch", "earlier_job")
 _TIMES = ("created_at", "updated_at", "ts", "at", "wait_at")
 _LATEST = 1e11   # seconds since 1970: the year 5138, far inside what a clock can show
+_WHOLE = ("workers", "servers", "epoch", "samples", "retries", "first_sample")
+_NOT_NEGATIVE = ("budget", "spent", "workers", "servers", "epoch", "samples", "retries", "cost", "duration_s",
+                 "samples_per_s")
 _ETA_NUMBERS = ("epochs_left", "lo", "hi", "seconds", "seconds_lo", "seconds_hi", "asymptote", "earlier_weight",
                 "at", "between_epochs_s", "budget_epochs", "next_epoch_cost", "wait_s", "wait_at")
 _JOB_QUERY = ("SELECT jobs.*, runs.pid AS run_pid, runs.owner AS run_owner "
@@ -261,6 +264,9 @@ class Store:
                 raise self._damaged(row["job_id"], k, f"not a finite number: {v}")
             if k in _TIMES and not 0 <= v < _LATEST:   # a clock time of 1e300 failed as an OverflowError
                 raise self._damaged(row["job_id"], k, f"not a time: {v}")
+            if (k in _WHOLE and v != int(v)) or (k in _NOT_NEGATIVE and v < 0):   # were shown as they were
+                raise self._damaged(row["job_id"], k, f"not a {'whole ' * (k in _WHOLE)}number"
+                                                      f"{' >= 0' * (k in _NOT_NEGATIVE)}: {v}")
 
     def _texts(self, row: sqlite3.Row, columns: tuple[str, ...]) -> None:
         for k in columns:   # a BLOB failed as a TypeError in `--json` and in a format string
@@ -396,7 +402,7 @@ class Store:
             rows = c.execute("SELECT * FROM epochs WHERE job_id = ? ORDER BY phase = 'training', epoch",
                              (self.resolve(job_id),)).fetchall()
         for r in rows:
-            self._numbers(r, _EPOCH_NUMBERS)
+            self._numbers(r, _EPOCH_NUMBERS, finite=True)
         return [EpochRecord(**{k: r[k] for k in _EPOCH_COLUMNS}) for r in rows]
 
     # -- events ----------------------------------------------------------------------------

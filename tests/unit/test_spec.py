@@ -63,6 +63,8 @@ MODEL_FILES = [
     ("nul-byte", "def build(n):\n    pass\n\0", "syntax error: source code string cannot contain null bytes"),
     # a traceback before (RecursionError in the parser)
     ("deeply-nested", "def build(n):\n    return " + "+".join(["1"] * 3000) + "\n", "too deeply nested"),
+    # its source goes in every worker event: an HTTP trigger refuses bodies over 4 MiB
+    ("larger-than-1-MiB", "def build(n):\n    pass\n" + "#" * (1 << 20) + "\n", "larger than 1 MiB"),
 ]
 
 

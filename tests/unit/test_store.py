@@ -305,6 +305,13 @@ def test_a_relative_coach_home_in_a_removed_folder_is_named(tmp_path: Path) -> N
         ("jobs", "eta_json", '{"at": 1e300}', "job", "eta_json: at: not a number >= 0"),
         ("jobs", "eta_json", '{"reachable": "no"}', "job", "eta_json: reachable or earlier: not the type"),
         ("jobs", "backend", "mars", "job", "backend: not local or cluster: 'mars'"),
+        # shown as they were (helper-30), or printed as Infinity by `history --json`
+        ("jobs", "budget", -5, "job", "budget: not a number >= 0: -5"),
+        ("jobs", "workers", 2.5, "job", "workers: not a whole number >= 0: 2.5"),
+        ("jobs", "epoch", -3, "job", "epoch: not a whole number >= 0: -3"),
+        ("epochs", "val_loss", float("inf"), "epochs", "val_loss: not a finite number: inf"),
+        ("epochs", "cost", -1.0, "epochs", "cost: not a number >= 0: -1.0"),
+        ("epochs", "first_sample", 0.5, "epochs", "first_sample: not a whole number: 0.5"),
     ],
 )
 def test_a_row_edited_by_hand_is_named_not_a_traceback(store: Store, table: str, column: str, value: object,

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -28,6 +29,56 @@ from coach.roles.protocol import READY_PATH
 from coach.roles.runner import exit_with_parent
 
 HEALTH_PATH = "/__health"
+MAX_BODY = 4 << 20
+"""Nuclio's HTTP trigger refuses larger bodies (its `maxRequestBodySize`, 4 MiB by default)."""
+BODY_TIMEOUT_S = 10.0
+"""How long a body may take to arrive once its headers have; a caller that announces more
+than it sends would otherwise hold the connection's thread for good."""
+
+
+class BadRequest(Exception):
+    """A request whose body cannot be read: answered with `status` and the connection closed."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def read_body(rfile: Any, headers: Any) -> bytes:
+    """The request's body, by its Content-Length or its chunks, at most MAX_BODY bytes.
+    Raises BadRequest naming the header or the chunk at fault."""
+    if "chunked" in (headers.get("Transfer-Encoding") or "").lower():
+        return _read_chunks(rfile)
+    text = (headers.get("Content-Length") or "0").strip()
+    if not text.isascii() or not text.isdigit():
+        raise BadRequest(400, f"Content-Length must be a whole number of bytes, got {text[:40]!r}")
+    if len(text) > 9 or int(text) > MAX_BODY:
+        shown = text if len(text) <= 20 else f"{text[:20]}… ({len(text)} digits)"
+        raise BadRequest(413, f"Content-Length {shown} is larger than {MAX_BODY >> 20} MiB, the HTTP trigger's limit")
+    length = int(text)
+    body = rfile.read(length) if length else b""
+    if len(body) < length:
+        raise BadRequest(400, f"body ended after {len(body)} of the {length} bytes its Content-Length announced")
+    return body
+
+
+def _read_chunks(rfile: Any) -> bytes:
+    body = bytearray()
+    while True:
+        size_text = rfile.readline(1026).split(b";")[0].strip().decode("latin-1")
+        if not 0 < len(size_text) <= 16 or any(c not in "0123456789abcdefABCDEF" for c in size_text):
+            raise BadRequest(400, f"chunk size must be a hexadecimal number, got {size_text[:40]!r}")
+        size = int(size_text, 16)
+        if len(body) + size > MAX_BODY:
+            raise BadRequest(413, f"chunked body larger than {MAX_BODY >> 20} MiB, the HTTP trigger's limit")
+        if size == 0:
+            while rfile.readline(1026) not in (b"\r\n", b"\n", b""):   # trailers: not used
+                pass
+            return bytes(body)
+        chunk = rfile.read(size)
+        if len(chunk) < size or rfile.readline(3) not in (b"\r\n", b"\n"):
+            raise BadRequest(400, "chunked body ended inside a chunk")
+        body += chunk
 
 
 def load_function(function_dir: Path) -> tuple[dict[str, Any], Any]:
@@ -86,8 +137,17 @@ def make_server(function_dir: Path, port: int = 0) -> tuple[ThreadingHTTPServer,
             self._event()
 
         def _event(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
+            self.connection.settimeout(BODY_TIMEOUT_S)
+            try:
+                body = read_body(self.rfile, self.headers)
+            except (BadRequest, socket.timeout) as e:
+                status, message = (e.status, str(e)) if isinstance(e, BadRequest) else (
+                    408, f"body did not arrive within {BODY_TIMEOUT_S:g} s")
+                self.close_connection = True   # where the next request starts is unknown
+                self._reply(status, json.dumps({"error": message}), "application/json", {"Connection": "close"})
+                return
+            finally:
+                self.connection.settimeout(None)
             event = nuclio_sdk.Event(body=body, content_type=self.headers.get("Content-Type"),
                                      trigger=trigger, headers=dict(self.headers.items()),
                                      method=self.command, path=self.path, size=len(body))
