@@ -479,9 +479,28 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             if key in seen:
                 raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is given twice",
                                                         key_node.start_mark)
+            if key is None:   # was named "None"
+                raise yaml.constructor.ConstructorError(None, None, "a key is empty (null); give a field's name",
+                                                        key_node.start_mark)
             seen.add(key)
         self.flatten_mapping(node)
         return super().construct_mapping(node, deep=deep)
+
+
+def _number_as_yaml_12(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
+    """YAML 1.1's numbers that YAML 1.2 dropped, read as 1.2 reads them: `1:30` (base 60, was 90)
+    is text, and `010` (octal, was 8) is ten. A job file means what it shows."""
+    text = node.value.replace("_", "")
+    if ":" in text:
+        return loader.construct_scalar(node)
+    if node.tag.endswith(":int") and text.lstrip("+-")[:1] == "0" and text.lstrip("+-")[1:2].isdigit():
+        return int(text, 10)
+    return (yaml.SafeLoader.construct_yaml_int if node.tag.endswith(":int") else
+            yaml.SafeLoader.construct_yaml_float)(loader, node)
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _number_as_yaml_12)
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:float", _number_as_yaml_12)
 
 
 def load_spec(path: str | Path) -> JobSpec:
@@ -523,11 +542,18 @@ def read_yaml(path: str | Path, what: str = "job file") -> Any:
     return data
 
 
+def _role_resources(role: str, values: Any) -> RoleResources:
+    try:
+        return RoleResources(**values)
+    except TypeError as e:
+        raise TypeError(f"resources.{role}: {e}") from None
+
+
 def spec_from_dict(d: dict[str, Any]) -> JobSpec:
     """Rebuild the JobSpec recorded at submission (for `coach resume`)."""
     try:
         d = dict(d)
-        d["resources"] = {k: RoleResources(**v) for k, v in d["resources"].items()}
+        d["resources"] = {k: _role_resources(k, v) for k, v in d["resources"].items()}
         d["prices"] = Prices(**d["prices"])
         spec = JobSpec(**d)
         check_types(spec)

@@ -207,6 +207,9 @@ def plot_file(output: Path, option: str, example: str) -> Path:
         raise SpecError(option, "", f"{output}: cannot be used: {getattr(e, 'strerror', None) or e}") from None
     if folder or not output.name:
         raise SpecError(option, "", f"{str(output) or repr('')} is a folder; give a file name such as {example}")
+    if str(output) == "-":   # was written as "-.png"
+        raise SpecError(option, "", f"a plot is written to a file, not to standard output; give a file name "
+                                    f"such as {example}")
     if output.name.lower() in PLOT_FORMATS:   # ".png" has no suffix to Python: it was written as ".png.png"
         raise SpecError(option, "", f"{output} has no name before its suffix; give a file name such as {example}")
 

@@ -26,6 +26,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from coach.recorded import check_types
+
 ROLES = ("scheduler", "server", "worker")
 """Every epoch runs one MXNet scheduler, `s` servers and `w` workers."""
 
@@ -44,6 +46,7 @@ class Prices:
     gib_second: float = DEFAULT_GIB_SECOND_PRICE             # price of 1 GiB for 1 s
 
     def __post_init__(self) -> None:
+        check_types(self)   # a text value in a recorded spec failed the comparison as "'<' not supported"
         if self.cpu_core_second < 0 or self.gib_second < 0:
             raise ValueError(f"prices must be ≥ 0, got {self}")
 
@@ -59,6 +62,7 @@ class RoleResources:
     memory_gib: float          # GiB
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.cpu < 0 or self.memory_gib < 0:
             raise ValueError(f"resources must be ≥ 0, got {self}")
 

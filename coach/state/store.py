@@ -19,6 +19,7 @@ import json
 import math
 import os
 import re
+import reprlib
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -305,9 +306,14 @@ class Store:
         if job.status not in FINAL_STATUSES and not (row["run_pid"] and _alive(row["run_pid"], row["run_owner"])):
             # nobody runs it: its `coach submit` was killed (or the machine rebooted) mid-job
             pid = f" (pid {row['run_pid']})" if row["run_pid"] else ""
-            job.message = (f"its coach process{pid} ended "
-                           f"while it was {job.status}; `coach resume {job.job_id}` continues from its last "
-                           "checkpoint")
+            try:
+                limit = self._json(job.job_id, "spec_json", row["spec_json"], "{}").get("max_epochs")
+            except StateError:   # not this list's to say: `coach resume` names it
+                limit = None
+            full = type(limit) is int and job.epoch >= limit   # a plain resume would be refused
+            more = f" --max-epochs N` (N above {job.epoch})" if full else "`"
+            job.message = (f"its coach process{pid} ended while it was {job.status}; "
+                           f"`coach resume {job.job_id}{more} continues from its last checkpoint")
             job.status = "interrupted"
         return job
 
@@ -326,9 +332,10 @@ class Store:
         if len(named) == 1:
             return named[0]
         if not ids:
-            raise StateError(f"no job {job_id!r} in {self.path}; `coach status` lists the jobs")
+            # reprlib: a 100,000-character id was echoed whole
+            raise StateError(f"no job {reprlib.repr(job_id)} in {self.path}; `coach status` lists the jobs")
         if len(ids) > 1:
-            raise StateError(f"job id {job_id!r} is ambiguous: {', '.join(ids[:5])}")
+            raise StateError(f"job id {reprlib.repr(job_id)} is ambiguous: {', '.join(ids[:5])}")
         return ids[0]
 
     def job(self, job_id: str) -> JobRecord:

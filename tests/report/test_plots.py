@@ -127,6 +127,7 @@ def test_plot_places_tuning_where_the_job_loop_fitted_it(tmp_path, monkeypatch):
         (".png", None, "-o: .png has no name before its suffix"),   # wrote .png.png
         ("/dev/null", None, "-o: /dev/null is not a regular file"),   # wrote a new file /dev/null.png
         ("made", None, "-o: made.png is not a regular file"),   # a folder named as the plot would be
+        ("-", None, "-o: a plot is written to a file, not to standard output"),   # wrote -.png (helper-30)
     ],
 )
 def test_plot_command_output_paths(tmp_path, stored_job, monkeypatch, output, written, error):

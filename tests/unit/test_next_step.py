@@ -90,6 +90,19 @@ def test_a_job_that_ran_its_max_epochs_is_told_to_raise_them_whatever_its_status
     assert next_step(job, [], _epochs_full(store, job)) == said
 
 
+@pytest.mark.parametrize("epoch, said", [(2, "`coach resume j-000000 --max-epochs N` (N above 2) continues"),
+                                         (1, "`coach resume j-000000` continues")])
+def test_a_job_whose_process_ended_says_how_to_resume_it(tmp_path: Path, epoch: int, said: str) -> None:
+    """Its message said a plain resume, which is refused once the job ran its max_epochs."""
+    from coach.state.store import Store
+
+    store = Store(tmp_path / "coach.db")
+    store.create_job("j-000000", "j", "j.yaml", {"max_epochs": 2}, 0.1, 1.0)
+    store.update_job("j-000000", status="training", epoch=epoch)   # no live process runs it
+    job = store.job("j-000000")
+    assert job.status == "interrupted" and said in job.message, job.message
+
+
 @pytest.mark.parametrize("max_epochs", ["many", None, True, 2.5])
 def test_a_damaged_spec_leaves_the_hint_to_what_the_status_says(tmp_path: Path, max_epochs: Any) -> None:
     """`coach status` lists every job: one whose stored max_epochs cannot be read is not why it

@@ -237,6 +237,7 @@ RAW = [
     ("nested-too-deep", "a: " + "[" * 3000 + "]" * 3000 + "\n", "nested too deeply"),
     # it said "YAML: … position 7" over two lines
     ("nul-byte", "name: x\nmodel: mlp\n\0\n", "line 3: not valid YAML: character U+0000 is not allowed"),
+    ("empty-key", "name: x\nnull: 3\n", "line 2: not valid YAML: a key is empty (null)"),   # was named "None"
 ]
 
 
@@ -249,6 +250,24 @@ def test_unparseable_files_via_cli_exit_2_without_traceback(text: str, problem: 
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     assert str(job) in proc.stderr and problem in proc.stderr
+
+
+@pytest.mark.parametrize("text,value", [
+    ("batch_size: 1:30", "batch_size: must be a number, got '1:30'"),   # YAML 1.1 base 60: was 90
+    ("learning_rate: 1:30.5", "learning_rate: must be a number, got '1:30.5'"),
+    ("batch_size: 010", 10),   # YAML 1.1 octal: was 8
+    ("batch_size: 0_64", 64),
+    ("batch_size: 0x40", 64),   # written as hexadecimal on purpose
+    ("learning_rate: 1_0.5", 10.5),
+])
+def test_numbers_mean_what_they_show_as_yaml_1_2_reads_them(tmp_path: Path, text: str, value) -> None:
+    job = tmp_path / "j.yaml"
+    job.write_text(f"name: a\nmodel: mlp\ndataset: digits\ntarget_loss: 0.2\nbudget: 1\n{text}\n")
+    if isinstance(value, str):
+        with pytest.raises(SpecError, match=value):
+            load_spec(job)
+    else:
+        assert getattr(load_spec(job), text.split(":")[0]) == value
 
 
 def test_keys_merged_from_an_anchor_are_read_and_overridden_by_keys_beside_them(tmp_path: Path) -> None:

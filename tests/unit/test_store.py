@@ -38,6 +38,12 @@ def test_job_ids_match_as_plain_prefixes(store: Store, given: str, found: str | 
         assert store.resolve(given) == found
 
 
+def test_a_long_job_id_is_shortened_in_the_message(store: Store) -> None:
+    with pytest.raises(StateError) as e:   # a 100,000-character id was echoed whole (helper-30)
+        store.resolve("x" * 100_000)
+    assert str(e.value).startswith("no job 'xxx") and len(str(e.value)) < 300
+
+
 def test_epochs_come_back_tuning_first_then_by_epoch_whatever_the_clock(store: Store) -> None:
     """The stop rule reads the history in order; a clock stepped back (NTP) between two epochs
     must not reorder them."""
@@ -343,7 +349,8 @@ def test_a_recorded_spec_that_cannot_be_rebuilt_is_named() -> None:
     ("budget", None, "budget must be float, got None"),
     ("model", "mlp", "model must be dict, got 'mlp'"),
     ("retune", 1, "retune must be bool, got 1"),
-    ("resources", {"worker": {"cpu": 1, "memory_gib": True}}, "resources.worker.memory_gib must be float, got True"),
+    ("resources", {"worker": {"cpu": 1, "memory_gib": True}}, "resources.worker: memory_gib must be float, got True"),
+    ("resources", {"worker": {"cpu": "1", "memory_gib": 1}}, "resources.worker: cpu must be float, got '1'"),   # "'<' not supported"
     # of the right type, but not a value a job file may give
     ("model", {"name": "nope"}, "model must be one of lenet, mlp, resnet18 or a file with its source"),
     ("optimizer", "weird", "optimizer must be one of sgd, nag, adam, rmsprop, adagrad, got 'weird'"),
