@@ -8,12 +8,12 @@ from __future__ import annotations
 from typing import Callable, Iterator
 
 from coach.cluster import Kube
-from coach.cluster.nodes import nodes_of, other_work
+from coach.cluster.nodes import MAX_PODS, nodes_of, other_work
 from coach.errors import SpecError
 from coach.experiment.replay import Run, clear, replay
 from coach.experiment.schedulers import DEFAULT
 from coach.experiment.workload import JobArrival
-from coach.plan import describe_nodes, packs
+from coach.plan import describe_nodes
 
 NAMESPACE = "coach-experiment"
 
@@ -35,12 +35,14 @@ def check_fits(workload: list[JobArrival], nodes: list[tuple[float, float]], sou
         raise SpecError(source, f"jobs[{i}].{field}", f"a pod asks {asks}, more than any node has ({has}): reshape "
                                                       f"the nodes with {reshape.format('--cpu/--memory')}")
     for i, job in enumerate(workload):
-        if not packs([(job.cpu, job.memory_gib)] * job.min_group, nodes):
+        # a job's pods are alike: a node holds as many as its CPU, memory and pod slots allow
+        room = sum(min(int(c / job.cpu + 1e-9), int(m / job.memory_gib + 1e-9), MAX_PODS) for c, m in nodes)
+        if room < job.min_group:
             raise SpecError(source, f"jobs[{i}].{'pods' if job.min_group == job.pods else 'min_group'}",
                             f"{job.name}'s minimum group of {job.min_group} pods ({job.cpu:g} CPU, {job.memory_gib:g} "
-                            f"GiB each) does not fit {describe_nodes(nodes)} even when they are empty: it could "
-                            f"never start; reshape the nodes with {reshape.format('--nodes/--cpu/--memory')}, or make "
-                            "the group smaller")
+                            f"GiB each) does not fit {describe_nodes(nodes)} (and {MAX_PODS} pods a node) even "
+                            f"when they are empty: it could never start; reshape the nodes with "
+                            f"{reshape.format('--nodes/--cpu/--memory')}, or make the group smaller")
 
 
 def compare(kube: Kube, workload: list[JobArrival], source: str, stall_s: float,

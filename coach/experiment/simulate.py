@@ -68,6 +68,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
+from coach.cluster.nodes import MAX_PODS   # per node, as `coach cluster up` makes them
 from coach.experiment.replay import CREATORS, JobOutcome, Run, Sample
 from coach.experiment.replay import POLL_S as REPLAY_POLL_S
 from coach.experiment.schedulers import SCHEDULERS
@@ -92,7 +93,6 @@ INITIAL_BACKOFF_S = 1.0    # kube-scheduler's podInitialBackoffSeconds
 MAX_BACKOFF_S = 10.0       # and podMaxBackoffSeconds
 COLOCATION_WEIGHT = 10     # deploy/scheduler/config.yaml
 STARVATION_S = 30.0        # and its starvationSeconds
-MAX_PODS = 110             # per node, as `coach cluster up` makes them
 ROLES = {"scheduler", "server", "worker"}
 # at one instant: jobs due, pods created, then deleted, then the scheduler's next attempt
 _ARRIVE, _CREATE, _DELETE, _FINISH, _ATTEMPT = range(5)
@@ -316,6 +316,9 @@ class _Simulation:
         self.queue.retry_failed(t)
 
     def _attempt(self, t: float) -> None:
+        if not self.queue:   # the job whose pods were queued finished while this attempt was due
+            self.busy = False
+            return
         item = self.queue.pop(t)
         j = item.pods[0].job
         took, fits = 1, self._fits(j, len(item.pods))

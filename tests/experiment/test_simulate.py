@@ -103,6 +103,34 @@ def test_elastic_extras_come_after_the_group_and_need_not_all_fit() -> None:
     assert default.outcomes[0].state == "finished"
 
 
+@pytest.mark.parametrize("scheduler", ["coach-gang", "default-scheduler", "bin-pack"])
+def test_a_job_that_ends_while_its_extras_are_queued_leaves_an_empty_queue(scheduler: str) -> None:
+    # 200 pods of which 3 must start: the job's 0.1 s run ends while most are still queued, and an
+    # attempt already due found the queue empty (IndexError from heappop, helper-32)
+    run = simulate([job("a", pods=200, min_group=3, cpu=0.01, memory=0.01, run=0.1)], [(64.0, 64.0)] * 2, scheduler)
+    assert [o.state for o in run.outcomes] == ["finished"] and run.ended == "finished"
+    jobs = [job("a", pods=120, min_group=3, cpu=0.01, memory=0.001, run=0.5),
+            job("b", at=0.1, pods=120, min_group=3, cpu=0.5, memory=0.001, run=0.5),
+            job("c", at=2.0, pods=5, min_group=3, cpu=1.0, memory=0.001, run=0.5)]
+    run = simulate(jobs, [(4.0, 8.0)] * 2, scheduler, seed=2)
+    assert run.ended == "finished"
+
+
+@pytest.mark.parametrize(("pods", "nodes", "refused"), [(110, 1, False), (111, 1, True), (200, 2, False)])
+def test_a_group_larger_than_the_nodes_pod_slots_is_refused(pods: int, nodes: int, refused: bool) -> None:
+    # 200 tiny pods on 1 node were run and read as "deadlocked" or "never placed" (helper-32)
+    from coach.errors import SpecError
+    from coach.experiment.compare import check_fits
+
+    workload = [job("a", pods=pods, cpu=0.01, memory=0.01)]
+    if refused:
+        with pytest.raises(SpecError, match=r"jobs\[0\].pods: a's minimum group of 111 pods .* \(and 110 pods a node\)"):
+            check_fits(workload, [(64.0, 64.0)] * nodes, "w.yaml")
+    else:
+        check_fits(workload, [(64.0, 64.0)] * nodes, "w.yaml")
+        assert simulate(workload, [(64.0, 64.0)] * nodes, "coach-gang").outcomes[0].state == "finished"
+
+
 def test_a_default_bound_group_without_every_role_does_not_start() -> None:
     # room for 2 of the 3 pods: whichever 2, the job lacks a role; nothing ever frees room
     run = simulate([job("x", pods=3)], [(2.0, 8.0)], "default-scheduler", stall_s=5)
@@ -252,7 +280,8 @@ def test_node_sizes_are_shown_without_exponents() -> None:
     # every pod fits a node, but no 3 of them fit the nodes at once: the run only stalled, "0 finished"
     (["--jobs", "3", "--cpu", "2", "--memory", "1"],
      "random workload: jobs[0].min_group: job-0's minimum group of 3 pods (1 CPU, 1 GiB each) does not fit 2 nodes "
-     "with room for 2 cores and 1 GiB each even when they are empty: it could never start; reshape the nodes "
+     "with room for 2 cores and 1 GiB each (and 110 pods a node) even when they are empty: it could never start; "
+     "reshape the nodes "
      "with --nodes/--cpu/--memory, or make the group smaller"),
     # --stall inf was run: "stalled after inf s" and JSON with Infinity and NaN; --gap 1e308 an OverflowError
     (["--stall", "inf"], "--stall: must be from 1 to 86400 seconds, got inf"),
