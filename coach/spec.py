@@ -34,12 +34,13 @@ from coach.roles.protocol import OPTIMIZERS
 
 MOMENTUM_OPTIMIZERS = ("sgd", "nag")   # the others have their own (adam's betas) or none
 MAX_NUMBER = 1e15
+MAX_DIGITS = 100   # a number in a job or workload file
 MAX_MODEL_SOURCE = 1 << 20   # a model file's source goes in every worker's event
 _SHOWN = reprlib.Repr()   # 2 levels of at most 4 items: cheap to compute, however large the value
 _SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxdict, _SHOWN.maxstring, _SHOWN.maxother = 2, 4, 4, 80, 80
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
     """A value as an error message quotes it: short, however large it is (YAML anchors can
     expand a 400-byte file into a value whose full repr runs to gigabytes)."""
     if isinstance(value, bool):   # as the file writes it, not Python's True
@@ -117,15 +118,15 @@ class _Reader:
         if isinstance(v, str) and NUMBER_TEXT.fullmatch(v.strip()):
             v = float(v)   # YAML 1.1 reads 1e-1 (an exponent without a dot) as text
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise self.fail(name, f"must be a number, got {_shown(v)}")
+            raise self.fail(name, f"must be a number, got {shown(v)}")
         if abs(v) > MAX_NUMBER or not math.isfinite(v):
             raise self.fail(name, f"must be finite and at most {MAX_NUMBER:g} in size, got {str(v)[:30]}")
         if integer and (not float(v).is_integer()):
-            raise self.fail(name, f"must be a whole number, got {_shown(v)}")
+            raise self.fail(name, f"must be a whole number, got {shown(v)}")
         if gt is not None and not v > gt:
-            raise self.fail(name, f"must be > {gt:g}, got {_shown(v)}")
+            raise self.fail(name, f"must be > {gt:g}, got {shown(v)}")
         if ge is not None and not v >= ge:
-            raise self.fail(name, f"must be >= {ge:g}, got {_shown(v)}")
+            raise self.fail(name, f"must be >= {ge:g}, got {shown(v)}")
         return int(v) if integer else float(v)
 
     def flag(self, key: str, default: bool) -> bool:
@@ -133,7 +134,7 @@ class _Reader:
         if v is None:
             return default
         if not isinstance(v, bool):   # YAML reads yes/no/on/off as booleans too; "false" in quotes is text
-            raise self.fail(key, f"must be true or false, got {_shown(v)}")
+            raise self.fail(key, f"must be true or false, got {shown(v)}")
         return v
 
     def choice(self, key: str, choices: tuple[str, ...], default: str) -> str:
@@ -141,7 +142,7 @@ class _Reader:
         if v is None:
             v = default
         if not isinstance(v, str) or v not in choices:
-            raise self.fail(key, f"must be one of {', '.join(choices)}, got {_shown(v)}")
+            raise self.fail(key, f"must be one of {', '.join(choices)}, got {shown(v)}")
         return v
 
 
@@ -155,11 +156,11 @@ def _memory_gib(r: _Reader, value: Any, name: str) -> float:
     """Kubernetes quantities (512Mi, 1Gi, 1G) or plain GiB numbers, up to MAX_ROLE_GIB."""
     size = quantities.gib(_quantity_text(value))
     if size is None or size <= 0:
-        raise r.fail(name, f"must be a memory size like 512Mi or 2Gi, got {_shown(value)}")
+        raise r.fail(name, f"must be a memory size like 512Mi or 2Gi, got {shown(value)}")
     if size < 1 / 1024:   # a pod's request is written in MiB: it would ask for 0
-        raise r.fail(name, f"{_shown(value)} is under 1Mi, the smallest request a function's pod can have")
+        raise r.fail(name, f"{shown(value)} is under 1Mi, the smallest request a function's pod can have")
     if size > MAX_ROLE_GIB:   # e.g. 1073741824 meant as bytes: a plain number here is GiB
-        raise r.fail(name, f"{_shown(value)} is {size:g} GiB, more than {MAX_ROLE_GIB} GiB for one function "
+        raise r.fail(name, f"{shown(value)} is {size:g} GiB, more than {MAX_ROLE_GIB} GiB for one function "
                            "(a plain number is GiB; write bytes as 1Gi, 512Mi)")
     return quantities.written_gib(size)
 
@@ -168,11 +169,11 @@ def _cpu(r: _Reader, value: Any, name: str) -> float:
     """Kubernetes CPU quantities (500m, 0.5, 2, "2"), up to MAX_ROLE_CPU."""
     n = quantities.cores(_quantity_text(value))
     if n is None or n <= 0:
-        raise r.fail(name, f"must be cores like 0.5 or 500m, got {_shown(value)}")
+        raise r.fail(name, f"must be cores like 0.5 or 500m, got {shown(value)}")
     if n < 0.001:   # a pod's request is written in millicores: it would ask for 0
-        raise r.fail(name, f"{_shown(value)} is under 1m, the smallest request a function's pod can have")
+        raise r.fail(name, f"{shown(value)} is under 1m, the smallest request a function's pod can have")
     if n > MAX_ROLE_CPU:
-        raise r.fail(name, f"{_shown(value)} is {n:g} cores, more than {MAX_ROLE_CPU} for one function")
+        raise r.fail(name, f"{shown(value)} is {n:g} cores, more than {MAX_ROLE_CPU} for one function")
     return quantities.written_cores(n)
 
 
@@ -184,7 +185,7 @@ def _local_path(r: _Reader, field: str, base: Path, value: str) -> Path:
         path = (base / Path(value).expanduser()).resolve()
         path.exists()   # the lookup itself is what fails for a name too long or a NUL byte
     except (OSError, ValueError, RuntimeError) as e:
-        raise r.fail(field, f"{_shown(value)} is not a usable path: {getattr(e, 'strerror', None) or e}") from None
+        raise r.fail(field, f"{shown(value)} is not a usable path: {getattr(e, 'strerror', None) or e}") from None
     return path
 
 
@@ -198,7 +199,7 @@ def _model(r: _Reader, base: Path) -> dict[str, Any]:
             raise r.fail("model", f"a mapping takes exactly one of name or file, got {sorted(v)}")
         v = v.get("file") or v.get("name")
     if not isinstance(v, str) or not v:
-        raise r.fail("model", f"must be a model name or a .py file, got {_shown(r.data.get('model'))}")
+        raise r.fail("model", f"must be a model name or a .py file, got {shown(r.data.get('model'))}")
     if v.endswith(".py"):
         path = _local_path(r, "model", base, v)
         if path.is_dir():
@@ -219,7 +220,7 @@ def _model(r: _Reader, base: Path) -> dict[str, Any]:
         # a resume) does not change the network under its checkpoint
         return {"file": str(path), "source": text}
     if v not in BUILTIN_MODELS:
-        raise r.fail("model", f"unknown model {_shown(v)}; choose one of {', '.join(BUILTIN_MODELS)} or a .py file")
+        raise r.fail("model", f"unknown model {shown(v)}; choose one of {', '.join(BUILTIN_MODELS)} or a .py file")
     return {"name": v}
 
 
@@ -268,15 +269,15 @@ def _dataset(r: _Reader, base: Path) -> dict[str, Any]:
         raise r.fail("dataset", f"missing (required): one of {', '.join(DATASETS)}")
     d = {"name": v} if isinstance(v, str) else v
     if not isinstance(d, dict) or not isinstance(d.get("name"), str):
-        raise r.fail("dataset", f"must be a dataset name or a mapping with `name:`, got {_shown(v)}")
+        raise r.fail("dataset", f"must be a dataset name or a mapping with `name:`, got {shown(v)}")
     if d["name"] not in DATASETS:
-        raise r.fail("dataset.name", f"unknown dataset {_shown(d['name'])}; choose one of {', '.join(DATASETS)}")
+        raise r.fail("dataset.name", f"unknown dataset {shown(d['name'])}; choose one of {', '.join(DATASETS)}")
     d = dict(d)
     if d["name"] == "cifar10":
         from coach.data.datasets import CIFAR_HELP, cifar_missing
 
         if not d.get("path") or not isinstance(d["path"], str):
-            raise r.fail("dataset.path", f"cifar10 needs a local folder, got {_shown(d.get('path'))}; {CIFAR_HELP}")
+            raise r.fail("dataset.path", f"cifar10 needs a local folder, got {shown(d.get('path'))}; {CIFAR_HELP}")
         root = _local_path(r, "dataset.path", base, d["path"])
         if not root.exists():   # it read "/nonexistent lacks data_batch_1, …"
             raise r.fail("dataset.path", f"{root} does not exist; {CIFAR_HELP}")
@@ -302,7 +303,7 @@ def _dataset(r: _Reader, base: Path) -> dict[str, Any]:
             if (not isinstance(shape, list) or not 1 <= len(shape) <= 3
                     or not all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 1024 for v in shape)):
                 raise r.fail("dataset.shape", f"must be 1 to 3 whole numbers in [1, 1024] like [3, 32, 32], "
-                                              f"got {_shown(shape)}")
+                                              f"got {shown(shape)}")
         o = {**SYNTHETIC_DEFAULTS, **d}
         size = o["samples"] * math.prod(o["shape"])
         if size > MAX_SYNTHETIC_VALUES:
@@ -320,13 +321,13 @@ def _resources(r: _Reader) -> dict[str, RoleResources]:
     v = r.data.get("resources")
     v = {} if v is None else v
     if not isinstance(v, dict):
-        raise r.fail("resources", f"must map roles ({', '.join(ROLES)}) to cpu/memory, got {_shown(v)}")
+        raise r.fail("resources", f"must map roles ({', '.join(ROLES)}) to cpu/memory, got {shown(v)}")
     out = dict(DEFAULT_RESOURCES)
     for role, res in v.items():
         if role not in ROLES:
             raise r.fail(f"resources.{role}", f"unknown role; choose from {', '.join(ROLES)}")
         if not isinstance(res, dict) or set(res) - {"cpu", "memory"}:
-            raise r.fail(f"resources.{role}", f"must be a mapping with cpu and/or memory, got {_shown(res)}")
+            raise r.fail(f"resources.{role}", f"must be a mapping with cpu and/or memory, got {shown(res)}")
         cpu = _cpu(r, res["cpu"], f"resources.{role}.cpu") if "cpu" in res else out[role].cpu
         mem = _memory_gib(r, res["memory"], f"resources.{role}.memory") if "memory" in res else out[role].memory_gib
         out[role] = RoleResources(cpu, mem)
@@ -349,10 +350,10 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
     if isinstance(name, (bool, int, float, datetime.date)):   # `name: 12` read "must be ... digits, got 12"
         kind = ("true/false" if isinstance(name, bool) else "a date" if isinstance(name, datetime.date)
                 else "a number")
-        raise r.fail("name", f"YAML read it as {kind} ({_shown(name)}), not text: quote it as written")
+        raise r.fail("name", f"YAML read it as {kind} ({shown(name)}), not text: quote it as written")
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise r.fail("name", f"must be 1-40 lowercase letters, digits or '-', starting and ending with a letter "
-                             f"or digit, got {_shown(name)}")
+                             f"or digit, got {shown(name)}")
     allocation = r.choice("allocation", ("dynamic", "static"), "dynamic")
     for key in ("workers", "servers"):
         if allocation == "static" and key not in data:
@@ -376,10 +377,10 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
         shape = {**SYNTHETIC_DEFAULTS, **dataset}["shape"]
         if len(shape) != 3:   # 2-D convolutions; else every attempt fails in the first forward pass
             raise r.fail("dataset.shape", f"{model['name']} convolves images: give [channels, height, width] "
-                                          f"like [1, 8, 8], got {_shown(shape)}")
+                                          f"like [1, 8, 8], got {shown(shape)}")
         if model["name"] == "lenet" and min(shape[1:]) < LENET_MIN_SIDE:   # two 2×2 poolings
             raise r.fail("dataset.shape", f"lenet pools twice by 2: images need a height and width of at least "
-                                          f"{LENET_MIN_SIDE}, got {_shown(shape)}")
+                                          f"{LENET_MIN_SIDE}, got {shown(shape)}")
     batch_size = r.number("batch_size", 64, integer=True, ge=1)
     if batch_size < max_workers:
         raise r.fail("batch_size", f"must be >= max_workers ({max_workers}) so every worker gets a sample per step")
@@ -398,7 +399,7 @@ def parse_spec(data: Any, source: str, base: Path | None = None) -> JobSpec:
     prices = data.get("prices")
     prices = {} if prices is None else prices
     if not isinstance(prices, dict) or set(prices) - {"cpu_core_second", "gib_second"}:
-        raise r.fail("prices", f"must be a mapping with cpu_core_second and/or gib_second, got {_shown(prices)}")
+        raise r.fail("prices", f"must be a mapping with cpu_core_second and/or gib_second, got {shown(prices)}")
     momentum = r.number("momentum", 0.9, ge=0)
     optimizer = r.choice("optimizer", OPTIMIZERS, "sgd")
     if data.get("momentum") is not None and optimizer not in MOMENTUM_OPTIMIZERS:   # it was ignored unsaid
@@ -491,6 +492,9 @@ def _number_as_yaml_12(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
     """YAML 1.1's numbers that YAML 1.2 dropped, read as 1.2 reads them: `1:30` (base 60, was 90)
     is text, and `010` (octal, was 8) is ten. A job file means what it shows."""
     text = node.value.replace("_", "")
+    if len(text) > MAX_DIGITS:   # Python reads at most 4,300 digits of an int: a ValueError traceback
+        raise yaml.constructor.ConstructorError(None, None, f"a number of {len(text)} digits is too large",
+                                                node.start_mark)
     if ":" in text:
         return loader.construct_scalar(node)
     if node.tag.endswith(":int") and text.lstrip("+-")[:1] == "0" and text.lstrip("+-")[1:2].isdigit():
@@ -589,4 +593,4 @@ def _check_values(spec: JobSpec) -> None:
     if bad:
         k, problem = bad[0]
         value = sorted(spec.resources) if k == "resources" else getattr(spec, k)
-        raise ValueError(f"{k} {problem}, got {_shown(value)}")
+        raise ValueError(f"{k} {problem}, got {shown(value)}")

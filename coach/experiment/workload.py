@@ -14,7 +14,7 @@ from coach import quantities
 from coach.backends.cluster.backend import LABEL_JOB, LABEL_ROLE, MIN_GROUP
 from coach.cluster.control_plane import MAX_NODE_CPU, MAX_NODE_GIB
 from coach.errors import SpecError
-from coach.spec import NUMBER_TEXT, read_yaml
+from coach.spec import NUMBER_TEXT, read_yaml, shown
 
 FIELDS = {"name", "at", "pods", "min_group", "cpu", "memory", "run"}
 MAX_PODS = 1000
@@ -111,26 +111,31 @@ def _job(path: Path, where: str, item: dict, i: int) -> JobArrival:
             isinstance(value, (int, float))
         if isinstance(value, bool) or not ok or value != value or not low <= value <= high:
             kind = "a whole number" if integer else "a number"
-            raise SpecError(str(path), f"{where}.{field}", f"must be {kind} from {low:g} to {high:g}, got {value!r}")
+            raise SpecError(str(path), f"{where}.{field}", f"must be {kind} from {low:g} to {high:g}, "
+                                                           f"got {shown(value)}")
         return int(value) if integer else value
 
-    name = str(item.get("name", f"job-{i}"))
-    if not NAME.fullmatch(name):
-        raise SpecError(str(path), f"{where}.name", f"{name!r} must be at most 40 lower-case letters, digits "
-                                                    "and '-', with a letter or digit at both ends")
+    def quantity(field: str, default: str) -> str:
+        value = item.get(field, default)   # a list of anchors' lists: str() of it ran out of memory
+        return value if isinstance(value, str) else str(value) if isinstance(value, (int, float)) else ""
+
+    name = item.get("name", f"job-{i}")
+    if not isinstance(name, str) or not NAME.fullmatch(name):   # `0x1f` was job 31
+        raise SpecError(str(path), f"{where}.name", f"must be text of at most 40 lower-case letters, digits "
+                                                    f"and '-', with a letter or digit at both ends, got {shown(name)}")
     pods = number("pods", 3, 3, MAX_PODS, integer=True)
     min_group = number("min_group", pods, 3, MAX_PODS, integer=True)
     if min_group > pods:
         raise SpecError(str(path), f"{where}.min_group", f"{min_group} is more than the job's {pods} pods")
     # requests are written in millicores and MiB; at most what a node can be (1e308 was a traceback)
-    cpu = quantities.cores(str(item.get("cpu", "1")))
+    cpu = quantities.cores(quantity("cpu", "1"))
     if cpu is None or not 0.001 <= cpu <= MAX_NODE_CPU:
         raise SpecError(str(path), f"{where}.cpu", f"must be a CPU quantity from 1m to {MAX_NODE_CPU} cores such as "
-                                                   f"1 or 500m, got {item['cpu']!r}")
-    memory = quantities.gib(str(item.get("memory", "1Gi")))
+                                                   f"1 or 500m, got {shown(item['cpu'])}")
+    memory = quantities.gib(quantity("memory", "1Gi"))
     if memory is None or not 1 / 1024 <= memory <= MAX_NODE_GIB:
         raise SpecError(str(path), f"{where}.memory", f"must be a memory quantity from 1Mi to {MAX_NODE_GIB} GiB such "
-                                                      f"as 1Gi or 512Mi, got {item['memory']!r}")
+                                                      f"as 1Gi or 512Mi, got {shown(item['memory'])}")
     if "run" not in item:
         raise SpecError(str(path), f"{where}.run", "missing: seconds the job runs once its minimum group is bound")
     return JobArrival(name=name, at=float(number("at", 0, 0, MAX_SECONDS)), pods=pods, min_group=min_group,

@@ -40,11 +40,22 @@ BAD = {
     "a key twice": ("jobs: [{run: 1, run: 2}]\n", "line 1"),
     "a list as a key": ("jobs: [{run: 1, ? [a, b] : 3}]\n", "a key must be a plain value, not a list or mapping"),
     "no run time": ("jobs: [{pods: 3}]\n", "jobs[0].run: missing"),
-    "boolean run time": ("jobs: [{run: true}]\n", "jobs[0].run: must be a number from 0.1 to 86400, got True"),
+    "boolean run time": ("jobs: [{run: true}]\n", "jobs[0].run: must be a number from 0.1 to 86400, got true"),
     # the simulation draws the replay's polls up to the last time: at 1.7e308 it ended in an OverflowError
     "arrival past a day": ("jobs: [{run: 1, at: 1.7e+308}]\n", "jobs[0].at: must be a number from 0 to 86400, got 1.7e+308"),
     "run time past a day": ("jobs: [{run: 1e6}]\n", "jobs[0].run: must be a number from 0.1 to 86400, got 1000000.0"),
-    "bad name": ("jobs: [{run: 1, name: Big_Job}]\n", "jobs[0].name: 'Big_Job' must be"),
+    "bad name": ("jobs: [{run: 1, name: Big_Job}]\n", "jobs[0].name: must be text of at most 40 lower-case letters, "
+                                                     "digits and '-', with a letter or digit at both ends, got 'Big_Job'"),
+    "name as a number": ("jobs: [{run: 1, name: 0x1f}]\n", "jobs[0].name: must be text"),   # was job 31
+    # a 600-byte file of anchors: str() of the expanded list ran out of memory (helper-32)
+    "nested anchors": ("jobs: [{run: 1, cpu: [" + ", ".join(f"&l{k} [" + ", ".join([f"*l{k - 1}" if k else "a"] * 10)
+                                                             + "]" for k in range(9)) + "]}]\n",
+                       "jobs[0].cpu: must be a CPU quantity from 1m to 100000 cores such as 1 or 500m, got [["),
+    # ValueError tracebacks: Python reads at most 4,300 digits of an int
+    "a number of 5000 digits": ("jobs: [{run: 1, pods: " + "9" * 5000 + "}]\n",
+                                "line 1: not valid YAML: a number of 5000 digits is too large"),
+    "a hexadecimal number of 5000 digits": ("jobs: [{run: 1, pods: 0x" + "f" * 4998 + "}]\n",
+                                            "a number of 5000 digits is too large"),
     "name twice": ("jobs: [{run: 1, name: a}, {run: 1, name: a}]\n", "jobs[1].name: 'a' is used twice, by jobs[0] too"),
     # an unnamed entry is job-<index>: blamed without a word of why, it has no name to change
     "default name taken": ("jobs: [{run: 1, name: job-1}, {run: 1}]\n",

@@ -238,6 +238,9 @@ RAW = [
     # it said "YAML: … position 7" over two lines
     ("nul-byte", "name: x\nmodel: mlp\n\0\n", "line 3: not valid YAML: character U+0000 is not allowed"),
     ("empty-key", "name: x\nnull: 3\n", "line 2: not valid YAML: a key is empty (null)"),   # was named "None"
+    # a ValueError traceback: Python reads at most 4,300 digits of an int (helper-32)
+    ("5000-digit-number", "name: x\nmax_epochs: " + "9" * 5000 + "\n",
+     "line 2: not valid YAML: a number of 5000 digits is too large"),
 ]
 
 
