@@ -250,8 +250,10 @@ def simulate(workload: Optional[Path] = WORKLOAD, jobs: Optional[int] = JOBS,
              plot: Optional[Path] = PLOT) -> None:
     """The same comparison as `compare`, simulated: no control plane, seconds instead of the
     workload's real time; a model of the schedulers (docs/gang-scheduler.md says how close)."""
+    from coach.errors import SpecError
     from coach.experiment.compare import check_fits
     from coach.experiment.schedulers import parse_schedulers
+    from coach.experiment.simulate import MAX_POD_NODES
     from coach.experiment.simulate import simulate as run_one
 
     names = parse_schedulers(schedulers)
@@ -260,8 +262,12 @@ def simulate(workload: Optional[Path] = WORKLOAD, jobs: Optional[int] = JOBS,
     shape = cluster.control_plane.node_shape(nodes, cpu, memory, fewest=1)
     # seed_given=False: the simulation's own choices use the seed too
     arrivals = _workload(workload, jobs, gap, seed, nodes=[shape] * nodes, seed_given=False)
-    check_fits(arrivals, [shape] * nodes, str(workload) if workload else "random workload",
-               reshape="{}")
+    source = str(workload) if workload else "random workload"
+    check_fits(arrivals, [shape] * nodes, source, reshape="{}")
+    if (pods := sum(a.pods for a in arrivals)) * nodes > MAX_POD_NODES:
+        raise SpecError(source, "", f"{pods:,} pods on {nodes:,} nodes: a simulation weighs every node for every "
+                                    f"pod, and takes at most {MAX_POD_NODES:,} pods × nodes (a minute or two a "
+                                    f"scheduler); simulate fewer nodes or pods")
     runs = []
     for name in names:   # 1,000 jobs took 5 s a scheduler without a word: a spinner on a terminal
         with err.status(Text(f"simulating {_jobs(arrivals)} with {name}…")):   # Text: not read as markup

@@ -301,6 +301,16 @@ def test_bad_input_is_refused_before_running(args: list[str], message: str) -> N
     assert "Traceback" not in proc.stderr
 
 
+def test_a_workload_too_large_to_simulate_soon_is_refused(tmp_path: Path) -> None:
+    # 1,000 jobs of 1,000 pods on 5,000 nodes, each within its own limit, ran for hours (helper-32)
+    path = tmp_path / "w.yaml"
+    path.write_text("jobs:\n" + "".join(f"  - {{name: j{i}, pods: 1000, min_group: 3, cpu: 1m, memory: 1Mi, run: 1}}\n"
+                                         for i in range(7)))
+    proc = cli(str(path), "--nodes", "5000")
+    assert proc.returncode == 2 and proc.stderr.startswith(f"error: {path}: 7,000 pods on 5,000 nodes: a simulation "
+                                                           "weighs every node for every pod"), proc.stderr
+
+
 @pytest.mark.parametrize("jobs, named", [(8, True), (200, False)])
 def test_the_wait_panel_names_jobs_only_while_they_can_be_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                jobs: int, named: bool) -> None:
