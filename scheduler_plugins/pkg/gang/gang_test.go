@@ -715,6 +715,35 @@ func TestAGatedJobSaysWhy(t *testing.T) {
 	}
 }
 
+// A min-group annotation that is not a whole number was read as 3, and a
+// static job's group bound in part. Its pods wait with an event that names the
+// pod and the annotation, and go on once it is fixed.
+func TestAJobWithAMinGroupItCannotReadWaitsAndSaysWhich(t *testing.T) {
+	r := jobs.NewRegistry()
+	h := &fakeHandle{}
+	pl := gang.NewWithRegistry(h, r, time.Second)
+	pods := jobPods("a", 3, 3)
+	for _, p := range pods {
+		p.Annotations[jobs.AnnotationMinGroup] = "3 "
+		r.Observe(p)
+	}
+	if s := pl.PreEnqueue(t.Context(), pods[0]); s.IsSuccess() {
+		t.Fatalf("PreEnqueue = %v, want gated", s)
+	}
+	want := []string{`Normal WaitingForGang: job default/a waits until this is fixed: pod a-0: annotation ` +
+		`coach.io/min-group is "3 ", not a whole number of pods`}
+	if fmt.Sprint(h.events.notes) != fmt.Sprint(want) {
+		t.Fatalf("events = %q, want %q", h.events.notes, want)
+	}
+	for _, p := range pods {
+		p.Annotations[jobs.AnnotationMinGroup] = "3"
+		r.Observe(p)
+	}
+	if s := pl.PreEnqueue(t.Context(), pods[0]); !s.IsSuccess() {
+		t.Fatalf("PreEnqueue after the fix = %v, want admitted", s)
+	}
+}
+
 // A job whose minimum group did not fit the free room keeps its place in the
 // queue: when room comes free while it waits out its backoff, a younger job
 // that would take the room yields to it. Before, the refusal marked it failed

@@ -4,6 +4,7 @@
 package jobs
 
 import (
+	"fmt"
 	"strconv"
 
 	v1 "k8s.io/api/core/v1"
@@ -19,7 +20,9 @@ const (
 	// AnnotationMinGroup is the number of the job's pods that must start
 	// together (at least one of each role; all of them for a static job).
 	// A group always holds one pod of each role, so a value under 3 counts
-	// as 3: a parameter-server job cannot start with less.
+	// as 3: a parameter-server job cannot start with less. A value that is
+	// not a whole number holds the job back, with a reason that names it:
+	// read as 3, it let 3 pods of a static 10-pod job bind without a word.
 	AnnotationMinGroup = "coach.io/min-group"
 	// SchedulerName is the schedulerName that sends a pod to coach-scheduler.
 	SchedulerName = "coach-gang"
@@ -55,6 +58,9 @@ type Member struct {
 	Job      Key
 	Role     Role
 	MinGroup int
+	// BadMinGroup says why the pod's min-group annotation cannot be read
+	// ("" if it can, or if there is none).
+	BadMinGroup string
 }
 
 // MemberOf reports whether pod is a Coach function pod and, if so, its job,
@@ -71,17 +77,23 @@ func MemberOf(pod *v1.Pod) (Member, bool) {
 	default:
 		return Member{}, false
 	}
+	text, given := pod.Annotations[AnnotationMinGroup]
+	minGroup, bad := parseMinGroup(text, given)
 	return Member{
-		Job:      Key{Namespace: pod.Namespace, Name: job},
-		Role:     role,
-		MinGroup: parseMinGroup(pod.Annotations[AnnotationMinGroup]),
+		Job:         Key{Namespace: pod.Namespace, Name: job},
+		Role:        role,
+		MinGroup:    minGroup,
+		BadMinGroup: bad,
 	}, true
 }
 
-func parseMinGroup(s string) int {
-	n, err := strconv.Atoi(s)
-	if err != nil || n < DefaultMinGroup {
-		return DefaultMinGroup
+func parseMinGroup(text string, given bool) (int, string) {
+	if !given {
+		return DefaultMinGroup, ""
 	}
-	return n
+	n, err := strconv.Atoi(text)
+	if err != nil {
+		return DefaultMinGroup, fmt.Sprintf("annotation %s is %.40q, not a whole number of pods", AnnotationMinGroup, text)
+	}
+	return max(n, DefaultMinGroup), ""
 }

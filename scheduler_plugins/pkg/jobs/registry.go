@@ -30,6 +30,7 @@ type podRecord struct {
 	name     string
 	role     Role
 	minGroup int
+	badMin   string // "pod NAME: why its min-group annotation cannot be read" ("" if it can)
 	nodeName string
 	request  Request
 	priority int32
@@ -75,9 +76,13 @@ type JobView struct {
 	// backend sets one value per job, and if pods disagree the answer must
 	// not depend on which pod was seen last.
 	MinGroup int
-	Roles    map[Role]int
-	Pods     int // live pods (not terminating, not finished)
-	Bound    int // live pods with a node
+	// BadMinGroup names a live pod whose min-group annotation cannot be
+	// read, and why ("" if there is none): the job is held back until it is
+	// fixed (the smallest such message, whichever pod was seen last).
+	BadMinGroup string
+	Roles       map[Role]int
+	Pods        int // live pods (not terminating, not finished)
+	Bound       int // live pods with a node
 	// Permitted counts pods that passed Permit and are being bound.
 	Permitted int
 	// PlacedRoles counts the bound and permitted pods by role.
@@ -183,6 +188,10 @@ func (r *Registry) Observe(pod *v1.Pod) {
 	rec.pod = pod
 	rec.role = m.Role
 	rec.minGroup = m.MinGroup
+	rec.badMin = ""
+	if m.BadMinGroup != "" {
+		rec.badMin = "pod " + pod.Name + ": " + m.BadMinGroup
+	}
 	rec.nodeName = pod.Spec.NodeName
 	rec.priority = corev1helpers.PodPriority(pod)
 	if rec.nodeName != "" {
@@ -304,6 +313,9 @@ func (r *Registry) View(key Key) (JobView, bool) {
 	for uid, p := range j.pods {
 		v.Roles[p.role]++
 		v.MinGroup = max(v.MinGroup, p.minGroup)
+		if p.badMin != "" && (v.BadMinGroup == "" || p.badMin < v.BadMinGroup) {
+			v.BadMinGroup = p.badMin
+		}
 		switch _, permitted := j.permitted[uid]; {
 		case p.nodeName != "":
 			v.Bound++

@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,10 +32,58 @@ func TestMemberOf(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m, ok := jobs.MemberOf(tt.pod)
-			if ok != tt.member || (ok && m.MinGroup != tt.minGroup) {
+			if ok != tt.member || (ok && m.MinGroup != tt.minGroup) || m.BadMinGroup != "" {
 				t.Fatalf("MemberOf = %+v, %v; want member=%v minGroup=%d", m, ok, tt.member, tt.minGroup)
 			}
 		})
+	}
+}
+
+func annotated(name, minGroup string) *v1.Pod {
+	pod := testutil.MakePod().Name(name).Job("j", jobs.RoleWorker, 3).Obj()
+	pod.Annotations[jobs.AnnotationMinGroup] = minGroup
+	return pod
+}
+
+// A min-group that is not a whole number was read as 3: a static 10-pod job
+// annotated "10 " bound 3 pods and left 7 waiting, without a word.
+func TestMemberOfNamesAMinGroupItCannotRead(t *testing.T) {
+	unannotated := testutil.MakePod().Name("a").Job("j", jobs.RoleWorker, 3).Obj()
+	delete(unannotated.Annotations, jobs.AnnotationMinGroup)
+	tests := []struct {
+		name     string
+		pod      *v1.Pod
+		minGroup int
+		bad      string
+	}{
+		{"none", unannotated, 3, ""},
+		{"plus sign", annotated("a", "+5"), 5, ""},
+		{"trailing space", annotated("a", "10 "), 3, `annotation coach.io/min-group is "10 ", not a whole number of pods`},
+		{"exponent", annotated("a", "1e1"), 3, `"1e1"`},
+		{"decimal", annotated("a", "10.0"), 3, `"10.0"`},
+		{"beyond int64", annotated("a", "99999999999999999999"), 3, `"99999999999999999999"`},
+		{"empty", annotated("a", ""), 3, `is "", not`},
+		{"long, shown cut", annotated("a", strings.Repeat("x", 1000)), 3, `"` + strings.Repeat("x", 40) + `", not`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, ok := jobs.MemberOf(tt.pod)
+			if !ok || m.MinGroup != tt.minGroup || (tt.bad == "") != (m.BadMinGroup == "") || !strings.Contains(m.BadMinGroup, tt.bad) {
+				t.Fatalf("MemberOf = %+v, %v; want minGroup=%d, BadMinGroup with %q", m, ok, tt.minGroup, tt.bad)
+			}
+		})
+	}
+}
+
+func TestAJobViewNamesAPodWhoseMinGroupCannotBeRead(t *testing.T) {
+	good, bad := annotated("w0", "4"), annotated("w1", "4 ")
+	r := testutil.Observed(good, bad)
+	if v, _ := r.View(jobs.Key{Namespace: "default", Name: "j"}); v.BadMinGroup != `pod w1: annotation coach.io/min-group is "4 ", not a whole number of pods` {
+		t.Fatalf("BadMinGroup = %q", v.BadMinGroup)
+	}
+	r.Observe(annotated("w1", "4")) // fixed: the job goes on
+	if v, _ := r.View(jobs.Key{Namespace: "default", Name: "j"}); v.BadMinGroup != "" || v.MinGroup != 4 {
+		t.Fatalf("after the fix: %+v", v)
 	}
 }
 

@@ -17,6 +17,9 @@ import (
 // Algorithm 2, made strict): every role must exist, and the job must have at
 // least its minimum group of pods, since a smaller job could never start.
 func Admit(v jobs.JobView) (bool, string) {
+	if v.BadMinGroup != "" {
+		return false, fmt.Sprintf("job %s waits until this is fixed: %s", v.Key, v.BadMinGroup)
+	}
 	if missing := v.MissingRoles(); len(missing) > 0 {
 		names := make([]string, len(missing))
 		for i, r := range missing {

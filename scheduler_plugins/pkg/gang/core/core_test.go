@@ -35,6 +35,11 @@ func TestAdmit(t *testing.T) {
 		{"no server", view(map[jobs.Role]int{jobs.RoleScheduler: 1, jobs.RoleWorker: 2}, 3, 0, 0), false},
 		{"fewer pods than the minimum group", view(map[jobs.Role]int{jobs.RoleScheduler: 1, jobs.RoleServer: 1, jobs.RoleWorker: 1}, 4, 0, 0), false},
 		{"empty job", view(map[jobs.Role]int{}, 3, 0, 0), false},
+		{"a min-group that cannot be read", func() jobs.JobView {
+			v := view(map[jobs.Role]int{jobs.RoleScheduler: 1, jobs.RoleServer: 1, jobs.RoleWorker: 2}, 4, 0, 0)
+			v.BadMinGroup = "pod w: annotation coach.io/min-group is \"4 \", not a whole number of pods"
+			return v
+		}(), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
