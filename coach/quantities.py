@@ -9,7 +9,8 @@ import re
 # Kubernetes' grammar (apimachinery resource.Quantity): a signed number, then a binary suffix,
 # a decimal one or an exponent: 2, .5, 500m, 250000000n, 8Gi, 1G, 1e3, 1.5E-1. An upper-case K,
 # which Kubernetes refuses, is read as k: Coach writes sizes in its own units anyway.
-QUANTITY = re.compile(r"([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|K|M|G|T|P|E)|[eE]([+-]?\d+))?")
+QUANTITY = re.compile(r"([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|K|M|G|T|P|E)|[eE]([+-]?\d+))?",
+                      re.ASCII)   # \d: not "１" (fullwidth), which Kubernetes refuses
 _FACTOR = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60, "n": 1e-9, "u": 1e-6,
            "m": 1e-3, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 

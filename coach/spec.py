@@ -454,8 +454,9 @@ MAX_CONSECUTIVE = 1000
 
 MAX_SYNTHETIC_CLASSES = 100_000
 """Classes of a generated dataset: their centres (classes × shape values) and the network's output layer."""
-NUMBER_TEXT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
-"""A number YAML 1.1 reads as text: an exponent without a dot (1e-1, 1e3)."""
+NUMBER_TEXT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", re.ASCII)
+"""A number YAML 1.1 reads as text: an exponent without a dot (1e-1, 1e3); ASCII digits only
+(float() reads a fullwidth "３" too)."""
 LENET_MIN_SIDE = 4
 """Smaller images fail in MXNet's second pooling at every attempt ('kernel size (2) exceeds input')."""
 MAX_ROLE_CPU = 1024

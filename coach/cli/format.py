@@ -207,6 +207,8 @@ def plot_file(output: Path, option: str, example: str) -> Path:
         raise SpecError(option, "", f"{output}: cannot be used: {getattr(e, 'strerror', None) or e}") from None
     if folder or not output.name:
         raise SpecError(option, "", f"{str(output) or repr('')} is a folder; give a file name such as {example}")
+    if output.name.endswith("."):   # "x.png." was written as "x.png..png"
+        raise SpecError(option, "", f"{output} ends with a dot; give a file name such as {example}")
     if str(output) == "-":   # was written as "-.png"
         raise SpecError(option, "", f"a plot is written to a file, not to standard output; give a file name "
                                     f"such as {example}")

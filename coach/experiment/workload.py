@@ -5,7 +5,6 @@ group is bound. Pods follow Coach's pod contract (scheduler_plugins/README.md)."
 from __future__ import annotations
 
 import random
-import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -14,13 +13,12 @@ from coach import quantities
 from coach.backends.cluster.backend import LABEL_JOB, LABEL_ROLE, MIN_GROUP
 from coach.cluster.control_plane import MAX_NODE_CPU, MAX_NODE_GIB
 from coach.errors import SpecError
-from coach.spec import NUMBER_TEXT, read_yaml, shown
+from coach.spec import NAME_RE, NUMBER_TEXT, read_yaml, shown
 
 FIELDS = {"name", "at", "pods", "min_group", "cpu", "memory", "run"}
 MAX_PODS = 1000
 MAX_JOBS = 1000   # of a workload, each a pod group on the real apiserver (100,000 ran for minutes unsaid)
 MAX_SECONDS = 86400.0   # a day: arrivals, run times and stalls; the simulation draws every poll up to the last
-NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?")   # a label value and a pod-name prefix
 
 
 @dataclass(frozen=True)
@@ -120,7 +118,7 @@ def _job(path: Path, where: str, item: dict, i: int) -> JobArrival:
         return value if isinstance(value, str) else str(value) if isinstance(value, (int, float)) else ""
 
     name = item.get("name", f"job-{i}")
-    if not isinstance(name, str) or not NAME.fullmatch(name):   # `0x1f` was job 31
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):   # `0x1f` was job 31
         raise SpecError(str(path), f"{where}.name", f"must be text of at most 40 lower-case letters, digits "
                                                     f"and '-', with a letter or digit at both ends, got {shown(name)}")
     pods = number("pods", 3, 3, MAX_PODS, integer=True)

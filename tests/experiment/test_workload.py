@@ -46,6 +46,9 @@ BAD = {
     "run time past a day": ("jobs: [{run: 1e6}]\n", "jobs[0].run: must be a number from 0.1 to 86400, got 1000000.0"),
     "bad name": ("jobs: [{run: 1, name: Big_Job}]\n", "jobs[0].name: must be text of at most 40 lower-case letters, "
                                                      "digits and '-', with a letter or digit at both ends, got 'Big_Job'"),
+    # float() and a regular expression's \\d read fullwidth digits: both ran as 3 (helper-32)
+    "fullwidth run time": ("jobs: [{run: '\uff13'}]\n", "jobs[0].run: must be a number from 0.1 to 86400, got '\uff13'"),
+    "fullwidth cpu": ("jobs: [{run: 1, cpu: '\uff11'}]\n", "jobs[0].cpu: must be a CPU quantity from 1m"),
     "name as a number": ("jobs: [{run: 1, name: 0x1f}]\n", "jobs[0].name: must be text"),   # was job 31
     # a 600-byte file of anchors: str() of the expanded list ran out of memory (helper-32)
     "nested anchors": ("jobs: [{run: 1, cpu: [" + ", ".join(f"&l{k} [" + ", ".join([f"*l{k - 1}" if k else "a"] * 10)

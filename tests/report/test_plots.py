@@ -128,6 +128,7 @@ def test_plot_places_tuning_where_the_job_loop_fitted_it(tmp_path, monkeypatch):
         ("/dev/null", None, "-o: /dev/null is not a regular file"),   # wrote a new file /dev/null.png
         ("made", None, "-o: made.png is not a regular file"),   # a folder named as the plot would be
         ("-", None, "-o: a plot is written to a file, not to standard output"),   # wrote -.png (helper-30)
+        ("x.png.", None, "-o: x.png. ends with a dot"),   # wrote x.png..png (helper-32)
     ],
 )
 def test_plot_command_output_paths(tmp_path, stored_job, monkeypatch, output, written, error):
