@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -219,11 +220,24 @@ def compare(workload: Optional[Path] = WORKLOAD, jobs: Optional[int] = JOBS,
     marker.write_text(process_identity(os.getpid()) or "")
     runs: list = []
     try:
-        for run in run_all(kube, arrivals, str(workload) if workload else "random workload", stall, names,
-                           progress=_progress_printer(stall), announce=err.print):
-            runs.append(run)   # one by one: a later run that fails or is interrupted keeps it
+        with _runs_kept(runs, names, arrivals, title, setup, json_out, plot):
+            for run in run_all(kube, arrivals, str(workload) if workload else "random workload", stall, names,
+                               progress=_progress_printer(stall), announce=err.print):
+                runs.append(run)   # one by one: a later run that fails or is interrupted keeps it
+    finally:
+        kube.close()
+        marker.unlink(missing_ok=True)
+    _report(arrivals, runs, title, setup, json_out, plot)
+
+
+@contextmanager
+def _runs_kept(runs: list, names: tuple[str, ...], arrivals: list, title: str, setup: dict, json_out: bool,
+               plot: Optional[Path]) -> Iterator[None]:
+    """A run that fails or is interrupted keeps the runs before it: they are reported, then its error."""
+    try:
+        yield
     except BaseException:
-        if 0 < len(runs) < len(names):   # a run that failed or was interrupted keeps the runs before it
+        if 0 < len(runs) < len(names):
             err.print(f"the comparison stopped in its {names[len(runs)]} run; the {len(runs)} run(s) before it:")
             try:
                 _report(arrivals, runs, f"{title} (stopped in the {names[len(runs)]} run)",
@@ -231,10 +245,6 @@ def compare(workload: Optional[Path] = WORKLOAD, jobs: Optional[int] = JOBS,
             except Exception:   # noqa: BLE001 (a failed plot: the stop's own error is the one to see)
                 pass
         raise
-    finally:
-        kube.close()
-        marker.unlink(missing_ok=True)
-    _report(arrivals, runs, title, setup, json_out, plot)
 
 
 @app.command()
@@ -268,15 +278,16 @@ def simulate(workload: Optional[Path] = WORKLOAD, jobs: Optional[int] = JOBS,
         raise SpecError(source, "", f"{pods:,} pods on {nodes:,} nodes: a simulation weighs every node for every "
                                     f"pod, and takes at most {MAX_POD_NODES:,} pods × nodes (a minute or two a "
                                     f"scheduler); simulate fewer nodes or pods")
-    runs = []
-    for name in names:   # 1,000 jobs took 5 s a scheduler without a word: a spinner on a terminal
-        with err.status(Text(f"simulating {_jobs(arrivals)} with {name}…")):   # Text: not read as markup
-            runs.append(run_one(arrivals, [shape] * nodes, name, stall_s=stall, seed=seed))
     setup = dict(workload=str(workload) if workload else None, seed=seed, stall_s=stall, schedulers=list(names),
                  nodes=[list(shape)] * nodes, simulated=True)
-    _report(arrivals, runs, f"{_jobs(arrivals)}, {workload or f'random, seed {seed}'}, simulated on "
-                            f"{nodes} node{'s' * (nodes != 1)} × ({_size(*shape)})", setup, json_out,
-            plot)
+    title = (f"{_jobs(arrivals)}, {workload or f'random, seed {seed}'}, simulated on {nodes} "
+             f"node{'s' * (nodes != 1)} × ({_size(*shape)})")
+    runs: list = []
+    with _runs_kept(runs, names, arrivals, title, setup, json_out, plot):
+        for name in names:   # 1,000 jobs took 5 s a scheduler without a word: a spinner on a terminal
+            with err.status(Text(f"simulating {_jobs(arrivals)} with {name}…")):   # Text: not read as markup
+                runs.append(run_one(arrivals, [shape] * nodes, name, stall_s=stall, seed=seed))
+    _report(arrivals, runs, title, setup, json_out, plot)
 
 
 def _plot_path(plot: Optional[Path]) -> Optional[Path]:

@@ -247,6 +247,32 @@ def test_the_random_workload_fits_small_nodes() -> None:
     assert proc.returncode == 0 and "random, seed" in proc.stdout, proc.stderr
 
 
+def test_a_simulation_stopped_in_its_second_run_reports_the_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As `compare` does: a Ctrl-C (or a failure) in the coach-gang run lost the finished default-scheduler run."""
+    import io
+
+    from rich.console import Console
+    from typer.testing import CliRunner
+
+    import coach.cli.cluster
+    import coach.experiment.simulate
+
+    def simulate_until_gang(workload, nodes, scheduler, **kw):
+        if scheduler == "coach-gang":
+            raise KeyboardInterrupt
+        return simulate(workload, nodes, scheduler, **kw)
+
+    monkeypatch.setattr(coach.experiment.simulate, "simulate", simulate_until_gang)
+    screen = io.StringIO()
+    monkeypatch.setattr(coach.cli.cluster, "err", Console(file=screen, width=100))
+    result = CliRunner().invoke(coach.cli.cluster.app, ["simulate", "--jobs", "4", "--json"])
+    assert result.exit_code == 130   # interrupted, as Ctrl-C ends any command
+    assert "the comparison stopped in its coach-gang run; the 1 run(s) before it:" in screen.getvalue()
+    report = json.loads(result.stdout)
+    assert report["setup"]["stopped_in"] == "coach-gang" and [r["scheduler"] for r in report["runs"]] == \
+        ["default-scheduler"]
+
+
 def test_a_simulation_shows_what_it_runs_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     """1,000 jobs ran 5 s a scheduler without a word."""
     import io
