@@ -196,6 +196,7 @@ def compare(workload: Optional[Path] = WORKLOAD, jobs: Optional[int] = JOBS,
     waits, deadlocks, room held by half-placed groups and jobs split across nodes."""
     from coach.experiment.compare import compare as run_all
     from coach.experiment.schedulers import parse_schedulers
+    from coach.experiment.workload import RANDOM
 
     names = parse_schedulers(schedulers)
     plot = _plot_path(plot)
@@ -221,7 +222,7 @@ def compare(workload: Optional[Path] = WORKLOAD, jobs: Optional[int] = JOBS,
     runs: list = []
     try:
         with _runs_kept(runs, names, arrivals, title, setup, json_out, plot):
-            for run in run_all(kube, arrivals, str(workload) if workload else "random workload", stall, names,
+            for run in run_all(kube, arrivals, str(workload) if workload else RANDOM, stall, names,
                                progress=_progress_printer(stall), announce=err.print):
                 runs.append(run)   # one by one: a later run that fails or is interrupted keeps it
     finally:
@@ -265,6 +266,7 @@ def simulate(workload: Optional[Path] = WORKLOAD, jobs: Optional[int] = JOBS,
     from coach.experiment.schedulers import parse_schedulers
     from coach.experiment.simulate import MAX_POD_NODES
     from coach.experiment.simulate import simulate as run_one
+    from coach.experiment.workload import RANDOM
 
     names = parse_schedulers(schedulers)
     plot = _plot_path(plot)
@@ -272,7 +274,7 @@ def simulate(workload: Optional[Path] = WORKLOAD, jobs: Optional[int] = JOBS,
     shape = cluster.control_plane.node_shape(nodes, cpu, memory, fewest=1)
     # seed_given=False: the simulation's own choices use the seed too
     arrivals = _workload(workload, jobs, gap, seed, nodes=[shape] * nodes, seed_given=False)
-    source = str(workload) if workload else "random workload"
+    source = str(workload) if workload else RANDOM
     check_fits(arrivals, [shape] * nodes, source, reshape="{}")
     if (pods := sum(a.pods for a in arrivals)) * nodes > MAX_POD_NODES:
         raise SpecError(source, "", f"{pods:,} pods on {nodes:,} nodes: a simulation weighs every node for every "

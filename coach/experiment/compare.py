@@ -12,7 +12,7 @@ from coach.cluster.nodes import MAX_PODS, nodes_of, other_work
 from coach.errors import SpecError
 from coach.experiment.replay import Run, clear, replay
 from coach.experiment.schedulers import DEFAULT
-from coach.experiment.workload import JobArrival
+from coach.experiment.workload import RANDOM, JobArrival
 from coach.plan import describe_nodes
 
 NAMESPACE = "coach-experiment"
@@ -42,7 +42,8 @@ def check_fits(workload: list[JobArrival], nodes: list[tuple[float, float]], sou
                             f"{job.name}'s minimum group of {job.min_group} pods ({job.cpu:g} CPU, {job.memory_gib:g} "
                             f"GiB each) does not fit {describe_nodes(nodes)} (and {MAX_PODS} pods a node) even "
                             f"when they are empty: it could never start; reshape the nodes with "
-                            f"{reshape.format('--nodes/--cpu/--memory')}, or make the group smaller")
+                            f"{reshape.format('--nodes/--cpu/--memory')}"
+                            + ", or make the group smaller" * (source != RANDOM))   # a random one's are drawn
 
 
 def compare(kube: Kube, workload: list[JobArrival], source: str, stall_s: float,

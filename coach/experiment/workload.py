@@ -15,6 +15,7 @@ from coach.cluster.control_plane import MAX_NODE_CPU, MAX_NODE_GIB
 from coach.errors import SpecError
 from coach.spec import NAME_RE, NUMBER_TEXT, read_yaml, shown
 
+RANDOM = "random workload"   # what messages name a generated workload by
 FIELDS = {"name", "at", "pods", "min_group", "cpu", "memory", "run"}
 MAX_PODS = 1000
 MAX_JOBS = 1000   # of a workload, each a pod group on the real apiserver (100,000 ran for minutes unsaid)
