@@ -7,6 +7,7 @@ package gang
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -269,17 +270,20 @@ func (p *Plugin) wakeYielded(logger klog.Logger, except jobs.Key, freed bool) {
 }
 
 // EventsToRegister names the events that may let a rejected or gated pod on:
-// a pod of its job appearing, any pod going away (freeing room, or releasing
-// an in-flight group), and nodes appearing or growing.
+// a pod of its job appearing or its min-group annotation changing, any pod
+// going away (freeing room, or releasing an in-flight group), and nodes
+// appearing or growing.
 func (p *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
-		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add | fwk.UpdatePodLabel}, QueueingHintFn: p.sameJobAdded},
+		// Update: an annotation-only change is a plain Pod/Update, which
+		// UpdatePodLabel does not match; the hint skips the other updates
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: p.sameJobAdded},
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeTaint}},
 	}, nil
 }
 
-func (p *Plugin) sameJobAdded(_ klog.Logger, pod *v1.Pod, _, newObj interface{}) (fwk.QueueingHint, error) {
+func (p *Plugin) sameJobAdded(_ klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
 	added, ok := newObj.(*v1.Pod)
 	if !ok {
 		return fwk.Queue, nil
@@ -291,7 +295,15 @@ func (p *Plugin) sameJobAdded(_ klog.Logger, pod *v1.Pod, _, newObj interface{})
 	// The queue may deliver this event before the registry's own handler:
 	// observe the pod here so PreEnqueue sees it.
 	p.registry.Observe(added)
-	if o, ok := jobs.MemberOf(added); ok && (o.Job == m.Job || added.Spec.NodeName != "") {
+	o, member := jobs.MemberOf(added)
+	if old, updated := oldObj.(*v1.Pod); updated && maps.Equal(old.Labels, added.Labels) {
+		// neither added nor relabelled: only a fixed min-group may let the job on
+		if member && o.Job == m.Job && old.Annotations[jobs.AnnotationMinGroup] != added.Annotations[jobs.AnnotationMinGroup] {
+			return fwk.Queue, nil
+		}
+		return fwk.QueueSkip, nil
+	}
+	if member && (o.Job == m.Job || added.Spec.NodeName != "") {
 		// same job: it may now be complete; another job's pod placed: a
 		// group this pod yielded to has started, so this one may go next
 		return fwk.Queue, nil

@@ -2,6 +2,7 @@ package gang_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -741,6 +742,65 @@ func TestAJobWithAMinGroupItCannotReadWaitsAndSaysWhich(t *testing.T) {
 	}
 	if s := pl.PreEnqueue(t.Context(), pods[0]); !s.IsSuccess() {
 		t.Fatalf("PreEnqueue after the fix = %v, want admitted", s)
+	}
+}
+
+// Which pod events wake a gated or refused pod of job a. An annotation-only
+// update is a plain Pod/Update: registered only for Add and label updates, a
+// fixed min-group stayed unseen until the queue's 5-minute flush.
+func TestWhichPodEventsWakeAJob(t *testing.T) {
+	waiting := jobPods("a", 3, 3)[0]
+	sibling := jobPods("a", 3, 3)[2]
+	fixed := sibling.DeepCopy()
+	broken := sibling.DeepCopy()
+	broken.Annotations[jobs.AnnotationMinGroup] = "3 "
+	running := sibling.DeepCopy()
+	running.Status.Phase = v1.PodRunning
+	relabelled := sibling.DeepCopy()
+	relabelled.Labels["x"] = "y"
+	other := jobPods("b", 3, 3)[2]
+	otherPlaced := other.DeepCopy()
+	otherPlaced.Spec.NodeName = "n1"
+	otherFixed := other.DeepCopy()
+	other.Annotations[jobs.AnnotationMinGroup] = "3 "
+	tests := []struct {
+		name     string
+		old, new *v1.Pod
+		want     fwk.QueueingHint
+	}{
+		{"a sibling added", nil, sibling, fwk.Queue},
+		{"a sibling's min-group fixed", broken, fixed, fwk.Queue},
+		{"a sibling's status changed", sibling, running, fwk.QueueSkip},
+		{"a sibling relabelled", sibling, relabelled, fwk.Queue},
+		{"another job's pod added", nil, other, fwk.QueueSkip},
+		{"another job's pod placed", nil, otherPlaced, fwk.Queue},
+		{"another job's min-group fixed", other, otherFixed, fwk.QueueSkip},
+	}
+	pl := gang.NewWithRegistry(&fakeHandle{}, jobs.NewRegistry(), time.Second)
+	events, err := pl.EventsToRegister(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// the events the queue derives from the change, and the first
+			// registered event that matches them decides (none: the pod waits)
+			var old interface{}
+			incoming := []fwk.ClusterEvent{{Resource: fwk.Pod, ActionType: fwk.Add}}
+			if tt.old != nil {
+				old, incoming = tt.old, framework.PodSchedulingPropertiesChange(tt.new, tt.old)
+			}
+			got, err := fwk.QueueSkip, error(nil)
+			for _, e := range events {
+				if slices.ContainsFunc(incoming, func(in fwk.ClusterEvent) bool { return framework.MatchClusterEvents(e.Event, in) }) {
+					got, err = e.QueueingHintFn(klog.Background(), waiting, old, tt.new)
+					break
+				}
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("woken = %v, %v; want %v (events %v)", got, err, tt.want, incoming)
+			}
+		})
 	}
 }
 

@@ -3,12 +3,15 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/coach/scheduler_plugins/pkg/jobs"
@@ -155,5 +158,56 @@ func TestGang(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// A min-group annotation that is not a whole number holds the job back, says
+// so in an event, and the job goes on as soon as the annotation is fixed: an
+// annotation-only update is a plain Pod/Update, which the gang did not
+// register, so the fix went unseen until the queue's 5-minute flush.
+func TestAMinGroupFixedInPlaceLetsTheJobOn(t *testing.T) {
+	ctx := context.Background()
+	const fixName = "fix1"
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	pods := jobPods(job{fixName, 4, 4})
+	for _, p := range pods {
+		p.Annotations[jobs.AnnotationMinGroup] = "4 "
+		if _, err := client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := settle(ctx, t, 4*time.Second); got[fixName] != 0 {
+		t.Fatalf("bound with an unreadable min-group: %v", got)
+	}
+	list, err := client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	said := false
+	for _, e := range list.Items {
+		said = said || e.Reason == "WaitingForGang" && strings.Contains(e.Note, `coach.io/min-group is "4 ", not a whole number`)
+	}
+	if !said {
+		t.Fatalf("no WaitingForGang event names the annotation: %v", list.Items)
+	}
+	fixed := time.Now()
+	patch := []byte(`{"metadata":{"annotations":{"` + jobs.AnnotationMinGroup + `":"4"}}}`)
+	for _, p := range pods {
+		if _, err := client.CoreV1().Pods(ns).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true,
+		func(context.Context) (bool, error) { return boundByJob(ctx, t)[fixName] == 4, nil }); err != nil {
+		t.Fatalf("not bound a minute after the fix: %v", boundByJob(ctx, t))
+	}
+	t.Logf("bound %.1f s after the fix", time.Since(fixed).Seconds())
+	zero := int64(0)
+	if err := client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero},
+		metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
