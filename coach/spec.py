@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import datetime
+import json
 import math
 import re
 import reprlib
@@ -207,12 +208,13 @@ def _model(r: _Reader, base: Path) -> dict[str, Any]:
         if not path.is_file():
             raise r.fail("model", f"model file {path} does not exist")
         try:
-            if path.stat().st_size > MAX_MODEL_SOURCE:
-                raise r.fail("model", f"model file {path} is larger than {MAX_MODEL_SOURCE >> 20} MiB: its source "
-                                      f"travels in every event, and an HTTP trigger takes at most 4 MiB")
-            text = path.read_text()
+            size = path.stat().st_size
+            text = path.read_text() if size <= MAX_MODEL_SOURCE else ""
         except (OSError, UnicodeDecodeError) as e:
             raise r.fail("model", f"cannot read model file {path}: {getattr(e, 'strerror', None) or e}") from None
+        if size > MAX_MODEL_SOURCE or len(json.dumps(text)) > MAX_MODEL_SOURCE:   # as an event carries it
+            raise r.fail("model", f"model file {path} is larger than {MAX_MODEL_SOURCE >> 20} MiB as JSON: its "
+                                  f"source travels in every event, and an HTTP trigger takes at most 4 MiB")
         problem = _build_problem(text)
         if problem:
             raise r.fail("model", f"{path}: {problem}")
@@ -490,18 +492,22 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 def _number_as_yaml_12(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
-    """YAML 1.1's numbers that YAML 1.2 dropped, read as 1.2 reads them: `1:30` (base 60, was 90)
-    is text, and `010` (octal, was 8) is ten. A job file means what it shows."""
+    """Two of YAML 1.1's number forms, read as YAML 1.2 reads them: `1:30` (base 60, was 90) is
+    text, and `010` (octal, was 8) is ten. A job file means what it shows."""
     text = node.value.replace("_", "")
     if len(text) > MAX_DIGITS:   # Python reads at most 4,300 digits of an int: a ValueError traceback
-        raise yaml.constructor.ConstructorError(None, None, f"a number of {len(text)} digits is too large",
-                                                node.start_mark)
+        raise yaml.constructor.ConstructorError(None, None, f"a number written with {len(text)} digits; at most "
+                                                            f"{MAX_DIGITS}", node.start_mark)
     if ":" in text:
         return loader.construct_scalar(node)
-    if node.tag.endswith(":int") and text.lstrip("+-")[:1] == "0" and text.lstrip("+-")[1:2].isdigit():
+    integer = node.tag.endswith(":int")
+    if integer and text.lstrip("+-")[:1] == "0" and text.lstrip("+-")[1:2].isdigit():
         return int(text, 10)
-    return (yaml.SafeLoader.construct_yaml_int if node.tag.endswith(":int") else
-            yaml.SafeLoader.construct_yaml_float)(loader, node)
+    try:   # `!!int abc` and `!!float ""` ended in a ValueError or IndexError
+        return (yaml.SafeLoader.construct_yaml_int if integer else yaml.SafeLoader.construct_yaml_float)(loader, node)
+    except (ValueError, IndexError):
+        raise yaml.constructor.ConstructorError(None, None, f"{node.value[:40]!r} is not a number",
+                                                node.start_mark) from None
 
 
 _UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _number_as_yaml_12)
@@ -547,19 +553,19 @@ def read_yaml(path: str | Path, what: str = "job file") -> Any:
     return data
 
 
-def _role_resources(role: str, values: Any) -> RoleResources:
+def _rebuilt(cls: type, values: Any, prefix: str) -> Any:
     try:
-        return RoleResources(**values)
+        return cls(**values)
     except TypeError as e:
-        raise TypeError(f"resources.{role}: {e}") from None
+        raise TypeError(f"{prefix}: {e}") from None
 
 
 def spec_from_dict(d: dict[str, Any]) -> JobSpec:
     """Rebuild the JobSpec recorded at submission (for `coach resume`)."""
     try:
         d = dict(d)
-        d["resources"] = {k: _role_resources(k, v) for k, v in d["resources"].items()}
-        d["prices"] = Prices(**d["prices"])
+        d["resources"] = {k: _rebuilt(RoleResources, v, f"resources.{k}") for k, v in d["resources"].items()}
+        d["prices"] = _rebuilt(Prices, d["prices"], "prices")
         spec = JobSpec(**d)
         check_types(spec)
         _check_values(spec)

@@ -57,8 +57,9 @@ class Curve:
 MAX_ROWS = 100_000
 """Rows of a curve: 100,000 take about 11 s to fit here, a million took 57 s and 830 MB."""
 MAX_BYTES = 16 * 2**20
-MAX_EPOCH = 1e9   # beyond, a curve is not per epoch; 1e306 read as "flat", 1e308 printed 309 digits
 """A curve file's size: 100,000 rows of 'epoch,loss,train_loss' are about 3 MiB."""
+MAX_CURVE_EPOCH = 1e9
+"""Epochs beyond are not a curve's: 1e306 read as flat, 1e308 printed a 309-digit epoch."""
 
 
 def read_curve(path: Path) -> Curve:
@@ -119,8 +120,8 @@ def read_curve(path: Path) -> Curve:
     skipped = 0
     for n, row in rows:
         epoch = _field(source, n, row, i_epoch, "epoch")
-        if not 0 <= epoch <= MAX_EPOCH:   # from the start of training: 0 is its untrained start at most
-            raise SpecError(source, f"line {n}: epoch", f"must be between 0 and {MAX_EPOCH:g}, got {epoch:g}")
+        if not 0 <= epoch <= MAX_CURVE_EPOCH:   # from the start of training: 0 is its untrained start at most
+            raise SpecError(source, f"line {n}: epoch", f"must be between 0 and {MAX_CURVE_EPOCH:,.0f}, got {epoch:g}")
         if i_train is not None and not _empty(row, i_train):
             train_loss = _field(source, n, row, i_train, train_named)
             if train_loss < 0:

@@ -97,7 +97,8 @@ _NOT_NEGATIVE = ("budget", "spent", "workers", "servers", "epoch", "samples", "r
                  "samples_per_s")
 _ETA_NUMBERS = ("epochs_left", "lo", "hi", "seconds", "seconds_lo", "seconds_hi", "asymptote", "earlier_weight",
                 "at", "between_epochs_s", "budget_epochs", "next_epoch_cost", "wait_s", "wait_at")
-_JOB_QUERY = ("SELECT jobs.*, runs.pid AS run_pid, runs.owner AS run_owner "
+_JOB_QUERY = ("SELECT jobs.*, runs.pid AS run_pid, runs.owner AS run_owner, (SELECT COUNT(*) FROM epochs WHERE "
+              "epochs.job_id = jobs.job_id AND phase = 'training') AS trained "
               "FROM jobs LEFT JOIN runs USING (job_id)")
 
 
@@ -310,8 +311,8 @@ class Store:
                 limit = self._json(job.job_id, "spec_json", row["spec_json"], "{}").get("max_epochs")
             except StateError:   # not this list's to say: `coach resume` names it
                 limit = None
-            full = type(limit) is int and job.epoch >= limit   # a plain resume would be refused
-            more = f" --max-epochs N` (N above {job.epoch})" if full else "`"
+            full = type(limit) is int and row["trained"] >= limit   # a plain resume would be refused
+            more = f" --max-epochs N` (N above {row['trained']})" if full else "`"
             job.message = (f"its coach process{pid} ended while it was {job.status}; "
                            f"`coach resume {job.job_id}{more} continues from its last checkpoint")
             job.status = "interrupted"

@@ -198,10 +198,10 @@ def test_table_without_json(tmp_path):
                      id="underscore"),
         pytest.param("epoch,loss\n1,1.0\n2\n3,0.5\n", "line 3: loss: missing", id="missing-column"),
         pytest.param("epoch,loss\n1,1.0\n1,0.8\n2,0.5\n", "line 3: epoch: epochs must increase", id="not-increasing"),
-        pytest.param("epoch,loss\n-1,1.0\n0,0.8\n1,0.5\n2,0.4\n", "line 2: epoch: must be between 0 and 1e+09, "
+        pytest.param("epoch,loss\n-1,1.0\n0,0.8\n1,0.5\n2,0.4\n", "line 2: epoch: must be between 0 and 1,000,000,000, "
                      "got -1", id="negative-epoch"),   # was fitted as epochs 1, 2, 3, 4
         # read as "flat at 0.55" though the losses fell; 1e308 printed a 309-digit epoch (helper-30)
-        pytest.param("epoch,loss\n1e306,1.0\n2e306,0.7\n3e306,0.5\n", "line 2: epoch: must be between 0 and 1e+09, "
+        pytest.param("epoch,loss\n1e306,1.0\n2e306,0.7\n3e306,0.5\n", "line 2: epoch: must be between 0 and 1,000,000,000, "
                      "got 1e+306", id="huge-epoch"),
         pytest.param("epoch,loss\n1,1.0\n2,-0.8\n3,0.5\n", "line 3: loss: must be ≥ 0", id="negative"),
         pytest.param("step,value\n1,1.0\n", "line 1: header must name", id="bad-header"),
@@ -415,7 +415,7 @@ def test_an_earlier_run_far_beyond_the_curve_is_named_with_no_warning(tmp_path):
     far = tmp_path / "far.csv"
     far.write_text("epoch,loss\n1,0.5\n2,0.4\n3,0.3\n4,0.25\n1e308,0.2\n")
     proc = run_coach("estimate", str(path), "--target", "0.2", "--earlier", str(far), "--json", timeout=300)
-    assert proc.returncode == 2 and proc.stderr == f"error: {far}: line 6: epoch: must be between 0 and 1e+09, " \
+    assert proc.returncode == 2 and proc.stderr == f"error: {far}: line 6: epoch: must be between 0 and 1,000,000,000, " \
                                                    "got 1e+308\n", proc.stderr
 
 

@@ -56,9 +56,9 @@ BAD = {
                        "jobs[0].cpu: must be a CPU quantity from 1m to 100000 cores such as 1 or 500m, got [["),
     # ValueError tracebacks: Python reads at most 4,300 digits of an int
     "a number of 5000 digits": ("jobs: [{run: 1, pods: " + "9" * 5000 + "}]\n",
-                                "line 1: not valid YAML: a number of 5000 digits is too large"),
+                                "line 1: not valid YAML: a number written with 5000 digits; at most 100"),
     "a hexadecimal number of 5000 digits": ("jobs: [{run: 1, pods: 0x" + "f" * 4998 + "}]\n",
-                                            "a number of 5000 digits is too large"),
+                                            "a number written with 5000 digits; at most 100"),
     "name twice": ("jobs: [{run: 1, name: a}, {run: 1, name: a}]\n", "jobs[1].name: 'a' is used twice, by jobs[0] too"),
     # an unnamed entry is job-<index>: blamed without a word of why, it has no name to change
     "default name taken": ("jobs: [{run: 1, name: job-1}, {run: 1}]\n",

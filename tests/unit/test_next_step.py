@@ -90,15 +90,22 @@ def test_a_job_that_ran_its_max_epochs_is_told_to_raise_them_whatever_its_status
     assert next_step(job, [], _epochs_full(store, job)) == said
 
 
-@pytest.mark.parametrize("epoch, said", [(2, "`coach resume j-000000 --max-epochs N` (N above 2) continues"),
-                                         (1, "`coach resume j-000000` continues")])
-def test_a_job_whose_process_ended_says_how_to_resume_it(tmp_path: Path, epoch: int, said: str) -> None:
-    """Its message said a plain resume, which is refused once the job ran its max_epochs."""
+@pytest.mark.parametrize("status, trained, said", [
+    ("training", 2, "`coach resume j-000000 --max-epochs N` (N above 2) continues"),
+    ("training", 1, "`coach resume j-000000` continues"),   # killed inside epoch 2, its last: it runs it again
+    ("tuning", 0, "`coach resume j-000000` continues"),   # a job's epoch counts mini-epochs while it tunes
+])
+def test_a_job_whose_process_ended_says_how_to_resume_it(tmp_path: Path, status: str, trained: int, said: str) -> None:
+    """Its message said a plain resume, which is refused once the job ran its max_epochs; it
+    counts the training epochs recorded, as `next_step` does."""
+    from coach.state.records import EpochRecord
     from coach.state.store import Store
 
     store = Store(tmp_path / "coach.db")
     store.create_job("j-000000", "j", "j.yaml", {"max_epochs": 2}, 0.1, 1.0)
-    store.update_job("j-000000", status="training", epoch=epoch)   # no live process runs it
+    for epoch in range(1, trained + 1):
+        store.record_epoch(EpochRecord("j-000000", "training", epoch, 1, 1, 1.0, 1.0, 1.0, 10, 10.0, 0.0))
+    store.update_job("j-000000", status=status, epoch=3 if status == "tuning" else trained + 1)   # no live process
     job = store.job("j-000000")
     assert job.status == "interrupted" and said in job.message, job.message
 

@@ -64,7 +64,9 @@ MODEL_FILES = [
     # a traceback before (RecursionError in the parser)
     ("deeply-nested", "def build(n):\n    return " + "+".join(["1"] * 3000) + "\n", "too deeply nested"),
     # its source goes in every worker event: an HTTP trigger refuses bodies over 4 MiB
-    ("larger-than-1-MiB", "def build(n):\n    pass\n" + "#" * (1 << 20) + "\n", "larger than 1 MiB"),
+    ("larger-than-1-MiB", "def build(n):\n    pass\n" + "#" * (1 << 20) + "\n", "larger than 1 MiB as JSON"),
+    # each control character is 6 bytes in JSON: 6 MiB in an event, which the replica refused
+    ("larger-than-1-MiB-as-json", "def build(n):\n    pass\n#" + "\x01" * 200_000 + "\n", "larger than 1 MiB as JSON"),
 ]
 
 
@@ -240,7 +242,7 @@ RAW = [
     ("empty-key", "name: x\nnull: 3\n", "line 2: not valid YAML: a key is empty (null)"),   # was named "None"
     # a ValueError traceback: Python reads at most 4,300 digits of an int (helper-32)
     ("5000-digit-number", "name: x\nmax_epochs: " + "9" * 5000 + "\n",
-     "line 2: not valid YAML: a number of 5000 digits is too large"),
+     "line 2: not valid YAML: a number written with 5000 digits; at most 100"),
 ]
 
 
@@ -262,8 +264,11 @@ def test_unparseable_files_via_cli_exit_2_without_traceback(text: str, problem: 
     ("batch_size: 0_64", 64),
     ("batch_size: 0x40", 64),   # written as hexadecimal on purpose
     ("learning_rate: 1_0.5", 10.5),
+    ("batch_size: !!int 64", 64),   # an explicit tag still reads
+    ("batch_size: !!int abc", "line 6: not valid YAML: 'abc' is not a number"),   # a ValueError traceback
+    ("learning_rate: !!float ''", "line 6: not valid YAML: '' is not a number"),   # an IndexError traceback
 ])
-def test_numbers_mean_what_they_show_as_yaml_1_2_reads_them(tmp_path: Path, text: str, value) -> None:
+def test_base_60_and_leading_zeros_are_read_as_written(tmp_path: Path, text: str, value) -> None:
     job = tmp_path / "j.yaml"
     job.write_text(f"name: a\nmodel: mlp\ndataset: digits\ntarget_loss: 0.2\nbudget: 1\n{text}\n")
     if isinstance(value, str):

@@ -351,6 +351,7 @@ def test_a_recorded_spec_that_cannot_be_rebuilt_is_named() -> None:
     ("retune", 1, "retune must be bool, got 1"),
     ("resources", {"worker": {"cpu": 1, "memory_gib": True}}, "resources.worker: memory_gib must be float, got True"),
     ("resources", {"worker": {"cpu": "1", "memory_gib": 1}}, "resources.worker: cpu must be float, got '1'"),   # "'<' not supported"
+    ("prices", {"cpu_core_second": "1", "gib_second": 0.0}, "prices: cpu_core_second must be float, got '1'"),
     # of the right type, but not a value a job file may give
     ("model", {"name": "nope"}, "model must be one of lenet, mlp, resnet18 or a file with its source"),
     ("optimizer", "weird", "optimizer must be one of sgd, nag, adam, rmsprop, adagrad, got 'weird'"),

@@ -32,8 +32,9 @@ HEALTH_PATH = "/__health"
 MAX_BODY = 4 << 20
 """Nuclio's HTTP trigger refuses larger bodies (its `maxRequestBodySize`, 4 MiB by default)."""
 BODY_TIMEOUT_S = 10.0
-"""How long a body may take to arrive once its headers have; a caller that announces more
-than it sends would otherwise hold the connection's thread for good."""
+"""How long a body may go without a byte arriving: a caller that announces more than it sends
+would otherwise hold the connection's thread for good (one that trickles it holds its own
+connection's thread only)."""
 
 
 class BadRequest(Exception):
@@ -52,10 +53,11 @@ def read_body(rfile: Any, headers: Any) -> bytes:
     text = (headers.get("Content-Length") or "0").strip()
     if not text.isascii() or not text.isdigit():
         raise BadRequest(400, f"Content-Length must be a whole number of bytes, got {text[:40]!r}")
-    if len(text) > 9 or int(text) > MAX_BODY:
-        shown = text if len(text) <= 20 else f"{text[:20]}… ({len(text)} digits)"
+    digits = text.lstrip("0") or "0"
+    if len(digits) > 9 or int(digits) > MAX_BODY:
+        shown = digits if len(digits) <= 20 else f"{digits[:20]}… ({len(digits)} digits)"
         raise BadRequest(413, f"Content-Length {shown} is larger than {MAX_BODY >> 20} MiB, the HTTP trigger's limit")
-    length = int(text)
+    length = int(digits)
     body = rfile.read(length) if length else b""
     if len(body) < length:
         raise BadRequest(400, f"body ended after {len(body)} of the {length} bytes its Content-Length announced")
@@ -65,7 +67,10 @@ def read_body(rfile: Any, headers: Any) -> bytes:
 def _read_chunks(rfile: Any) -> bytes:
     body = bytearray()
     while True:
-        size_text = rfile.readline(1026).split(b";")[0].strip().decode("latin-1")
+        line = rfile.readline(1026)
+        if not line:
+            raise BadRequest(400, "chunked body ended before its last (zero-size) chunk")
+        size_text = line.split(b";")[0].strip().decode("latin-1")
         if not 0 < len(size_text) <= 16 or any(c not in "0123456789abcdefABCDEF" for c in size_text):
             raise BadRequest(400, f"chunk size must be a hexadecimal number, got {size_text[:40]!r}")
         size = int(size_text, 16)

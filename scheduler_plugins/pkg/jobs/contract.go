@@ -93,7 +93,10 @@ func parseMinGroup(text string, given bool) (int, string) {
 	}
 	n, err := strconv.Atoi(text)
 	if err != nil {
-		return DefaultMinGroup, fmt.Sprintf("annotation %s is %.40q, not a whole number of pods", AnnotationMinGroup, text)
+		if len(text) > 40 {
+			text = text[:40] + "…"
+		}
+		return DefaultMinGroup, fmt.Sprintf("annotation %s is %q, not a whole number of pods", AnnotationMinGroup, text)
 	}
 	return max(n, DefaultMinGroup), ""
 }

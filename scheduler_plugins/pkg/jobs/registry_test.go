@@ -63,7 +63,7 @@ func TestMemberOfNamesAMinGroupItCannotRead(t *testing.T) {
 		{"decimal", annotated("a", "10.0"), 3, `"10.0"`},
 		{"beyond int64", annotated("a", "99999999999999999999"), 3, `"99999999999999999999"`},
 		{"empty", annotated("a", ""), 3, `is "", not`},
-		{"long, shown cut", annotated("a", strings.Repeat("x", 1000)), 3, `"` + strings.Repeat("x", 40) + `", not`},
+		{"long, shown cut", annotated("a", strings.Repeat("x", 1000)), 3, `"` + strings.Repeat("x", 40) + `…", not`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
