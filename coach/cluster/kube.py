@@ -68,14 +68,28 @@ class Kube:
     def call(self, method: str, path: str, ok: tuple[int, ...] = (200, 201), **kw: Any) -> Obj:
         r = self.request(method, path, **kw)
         if r.status_code not in ok:
+            self._refused_credentials(r)
+            if r.status_code == 403 and "being terminated" in r.text:   # 4 retries of raw JSON, then resume did the same
+                namespace = path.split("/namespaces/")[-1].split("/")[0]
+                raise ClusterError(f"apiserver: namespace {namespace} is being deleted, and no namespace controller "
+                                   "runs on the local control plane to finish it: `coach cluster down`, then `coach "
+                                   "cluster up`")
             raise ClusterError(f"apiserver: {method} {path}: {r.status_code} {r.text[:300]}")
         return r.json() if r.content else {}
 
     def ready(self, timeout: float = 5.0) -> bool:
         try:
-            return self.http.get("/readyz", timeout=timeout).status_code == 200
+            r = self.http.get("/readyz", timeout=timeout)
         except httpx.HTTPError:
             return False
+        self._refused_credentials(r)
+        return r.status_code == 200
+
+    def _refused_credentials(self, r: httpx.Response) -> None:
+        if r.status_code == 401:   # it read "the apiserver does not answer"
+            raise ClusterError(f"apiserver {self.server} refuses the kubeconfig's credentials (401): the "
+                               "kubeconfig is not this control plane's; `coach cluster down`, then `coach cluster "
+                               "up`, writes a fresh one")
 
     # pods -------------------------------------------------------------
     def create_pod(self, pod: Obj) -> Obj:

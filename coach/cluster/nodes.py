@@ -94,7 +94,7 @@ def room_per_node(kube: Kube, but: str) -> list[tuple[tuple[float, float], tuple
 def node_size(node: dict) -> tuple[float, float]:
     """A Node object's allocatable (CPU, GiB); a memory without a unit is bytes, as Kubernetes
     writes a size that is no whole number of a unit (a node that others created)."""
-    allocatable = node["status"]["allocatable"]
+    allocatable = (node.get("status") or {}).get("allocatable") or {}   # none yet: a KeyError traceback
     return (cores(str(allocatable.get("cpu", "0"))) or 0.0,
             gib(str(allocatable.get("memory", "0")), plain_is_bytes=True) or 0.0)
 

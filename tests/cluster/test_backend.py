@@ -228,21 +228,24 @@ def test_pods_a_run_killed_meanwhile_left_are_deleted_while_a_group_waits(worklo
 
 def test_pods_of_a_coach_process_that_ended_are_deleted_and_others_kept(workload: Workload) -> None:
     """A killed `coach submit` leaves its pods holding room; the next backend deletes those, and
-    only those: a pod of a running coach process (here this test's) is not stale."""
+    only those: a pod of a running coach process (here this test's) is not stale, and a pod that
+    Coach did not make (another tool's, in Coach's namespace) is not Coach's to delete."""
     workload.kube.ensure_namespace(NAMESPACE)
     mine = process_identity(os.getpid())
     boot = mine.split(":")[0]
-    for job, owner in (("dead", f"{boot}:999999999:1"), ("alive", mine), ("garbled", "x")):
+    for job, owner, coach in (("dead", f"{boot}:999999999:1", True), ("alive", mine, True), ("garbled", "x", True),
+                              ("foreign", "", False)):
         workload.kube.create_pod({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": f"{job}-worker-1", "namespace": NAMESPACE,
-                         "labels": {"coach.io/job": job, "coach.io/role": "worker"},
+                         "labels": {"coach.io/job": job, "coach.io/role": "worker",
+                                    **({"app.kubernetes.io/managed-by": "coach"} if coach else {})},
                          "annotations": {"coach.io/owner": owner}},
             "spec": {"containers": [{"name": "worker", "image": "coach-functions:0.1.0"}]}})
     backend = ClusterBackend(workload.kube)
     try:
-        wait_for(lambda: {p["metadata"]["name"] for p in workload.kube.pods(NAMESPACE)} == {"alive-worker-1"}, 10,
-                 "the stale pods to go")
+        wait_for(lambda: {p["metadata"]["name"] for p in workload.kube.pods(NAMESPACE)} ==
+                 {"alive-worker-1", "foreign-worker-1"}, 10, "the stale pods to go")
     finally:
         workload.kube.delete_pods(NAMESPACE)
         backend.close()

@@ -372,6 +372,44 @@ def test_an_apiserver_that_is_gone_is_named_with_what_to_do(tmp_path: Path, list
     assert (said in str(err.value)) is not listening, str(err.value)
 
 
+def test_the_running_control_plane_named_where_its_state_is_odd(control_plane: Path, tmp_path: Path) -> None:
+    """Three states another tool (or a user) can leave on the cluster, each a traceback or a
+    misleading message before (helper-33): a kubeconfig whose token is not this control plane's
+    ("the apiserver does not answer"), a namespace being deleted, which nothing on the local
+    control plane finishes (every epoch failed 4 times with raw JSON, and so did `resume`), and a
+    Node without status (a KeyError traceback in every later `coach submit`)."""
+    import yaml
+
+    from coach.cluster import ClusterError
+    from coach.cluster.nodes import room_per_node
+
+    wrong = yaml.safe_load(control_plane.read_text())
+    wrong["users"][0]["user"]["token"] = "not-this-clusters"
+    (tmp_path / "wrong").write_text(yaml.safe_dump(wrong))
+    k = Kube(tmp_path / "wrong")
+    try:
+        with pytest.raises(ClusterError, match=r"refuses the kubeconfig's credentials \(401\)"):
+            k.ready()
+        with pytest.raises(ClusterError, match=r"refuses the kubeconfig's credentials \(401\).*`coach cluster down`"):
+            k.pods("default")
+    finally:
+        k.close()
+    k = Kube(control_plane)
+    try:
+        k.ensure_namespace("going")
+        k.call("DELETE", "/api/v1/namespaces/going", ok=(200, 202))
+        with pytest.raises(ClusterError, match="namespace going is being deleted, and no namespace controller runs"):
+            k.create_pod({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "going"},
+                          "spec": {"containers": [{"name": "c", "image": "x"}]}})
+        k.call("POST", "/api/v1/nodes", json={"apiVersion": "v1", "kind": "Node", "metadata": {"name": "bare"}})
+        try:
+            assert ((0.0, 0.0), (0.0, 0.0)) in room_per_node(k, "coach-jobs")   # read: nothing allocatable
+        finally:
+            k.call("DELETE", "/api/v1/nodes/bare", ok=(200, 202, 404))
+    finally:
+        k.close()
+
+
 def test_a_handshake_that_fails_once_is_tried_again(control_plane: Path, tmp_path: Path) -> None:
     """One TLS handshake with the session's apiserver failed in CI ("TLSV1_ALERT_DECODE_ERROR")
     and took a whole comparison with it. Here a relay in front of the real apiserver answers the

@@ -137,6 +137,28 @@ def test_the_backend_starts_one_zygote_and_again_once_it_died(tmp_path) -> None:
     assert not any(b"coach.roles.zygote" in Path(f"/proc/{pid}/cmdline").read_bytes() for pid in children_of(os.getpid()))
 
 
+def test_closing_ends_the_zygote_even_when_a_teardown_fails(tmp_path, monkeypatch) -> None:
+    """On the cluster backend a teardown fails once the control plane is gone: the Ctrl-C handler's
+    close() raised, which read "progress stopped (…); the jobs go on" and skipped the zygote's kill."""
+    from coach.errors import BackendError
+
+    backend = LocalBackend(log_dir=tmp_path)
+    try:
+        backend.deploy("j", {"scheduler": 1, "server": 1, "worker": 1})
+        real = backend.teardown
+
+        def gone(job_id: str) -> None:
+            real(job_id)
+            raise BackendError("apiserver: DELETE …: [Errno 111] Connection refused")
+
+        monkeypatch.setattr(backend, "teardown", gone)
+        backend.close()   # no error
+    finally:
+        monkeypatch.undo()
+        backend.close()
+    assert not any(b"coach.roles.zygote" in Path(f"/proc/{pid}/cmdline").read_bytes() for pid in children_of(os.getpid()))
+
+
 def test_asking_does_not_wait_for_the_zygotes_import(tmp_path, monkeypatch) -> None:
     """A zygote still importing MXNet is a socket that has not accepted yet: the replica's
     runtime starts at once (and then says it is not ready), instead of blocking its start, and

@@ -42,6 +42,7 @@ REFRESH_S = 2.0           # the nodes' room is read again at most this often
 SCHEDULER_NAMES = {"default": "default-scheduler", "gang": "coach-gang"}   # the job file's `scheduler`
 LABEL_JOB, LABEL_ROLE = "coach.io/job", "coach.io/role"
 MIN_GROUP = "coach.io/min-group"
+MANAGED_BY = ("app.kubernetes.io/managed-by", "coach")   # a label on every pod Coach makes
 OWNER = "coach.io/owner"   # process_identity of the coach process that runs the pod's processor
 
 
@@ -109,8 +110,9 @@ class ClusterBackend(LocalBackend):
 
     # -- pods ------------------------------------------------------------------------------
     def _clear_stale(self) -> None:
-        """Pods whose coach process has ended hold room no one will use (a run that was killed)."""
-        for pod in self.kube.pods(NAMESPACE):
+        """Pods whose coach process has ended hold room no one will use (a run that was killed).
+        Only Coach's: another tool's pods in the namespace were deleted without a word."""
+        for pod in self.kube.pods(NAMESPACE, "=".join(MANAGED_BY)):
             if not still_running(pod["metadata"].get("annotations", {}).get(OWNER, "")):
                 self.kube.delete_pod(NAMESPACE, pod["metadata"]["name"])
 
@@ -133,7 +135,7 @@ class ClusterBackend(LocalBackend):
         return {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": f"{job_id}-{role}-{next(self._serials)}", "namespace": NAMESPACE,
-                         "labels": {LABEL_JOB: job_id, LABEL_ROLE: role, "app.kubernetes.io/managed-by": "coach"},
+                         "labels": {LABEL_JOB: job_id, LABEL_ROLE: role, MANAGED_BY[0]: MANAGED_BY[1]},
                          "annotations": {MIN_GROUP: str(group_size), OWNER: self._owner}},
             "spec": {"schedulerName": SCHEDULER_NAMES[placement.scheduler], "restartPolicy": "Never",
                      "terminationGracePeriodSeconds": 0,

@@ -24,7 +24,7 @@ import httpx
 import yaml
 
 from coach.backends.base import NO_ANSWER, Capacity, Invocation, Placement
-from coach.errors import BackendError, SpecError
+from coach.errors import BackendError, CoachError, SpecError
 from coach.models.limit import USER_CODE_LIMIT_ENV, user_code_limit
 from coach.ports import free_port
 from coach.roles.protocol import READY_PATH, ROLES
@@ -291,7 +291,10 @@ class LocalBackend:
         with self._lock:
             self._closed = True
         for job_id in list(self._jobs):
-            self.teardown(job_id)
+            try:
+                self.teardown(job_id)
+            except CoachError:   # a cluster gone: a Ctrl-C then read "progress stopped (…); the jobs go on"
+                pass   # its pods, if any are left, are a dead run's: the next submit clears them
         with self._zygote_lock:   # after the replicas: their fork-servers' ends are reported by it
             for z in self._zygotes.values():
                 if z.proc.poll() is None:
