@@ -135,6 +135,22 @@ class ClusterStatus:
         return "the control plane's apiserver does not answer; `coach cluster status` says more"
 
 
+PROCESS_OF = {"default-scheduler": "kube-scheduler", "bin-pack": "kube-scheduler", "coach-gang": "coach-scheduler"}
+"""The process that runs each scheduler profile."""
+
+
+def stopped(names: tuple[str, ...] = COMPONENTS) -> list[str]:
+    """Which of these components of the running control plane have stopped: what a timed-out
+    request or a group no one places is waiting for (nothing when no control plane was started
+    here, or its state cannot be read: `coach cluster status` says that)."""
+    try:
+        state = ClusterState.load(state_dir())
+    except ClusterError:
+        return []
+    alive = {p.name: _alive(p) for p in state.processes} if state else {}
+    return [n for n in names if alive.get(n) is False]
+
+
 def _alive(p: Process) -> bool:
     """True if pid is the process we started: the same start (a pid reused by another run of
     the same binary, after a restart, is not ours) and the binary we started. The kernel names

@@ -60,9 +60,10 @@ class Kube:
                     retries += 1
                     time.sleep(CONNECT_RETRY_S * retries)
                     continue
-                # a refused connection read "[Errno 111] Connection refused" only
+                # a refused connection read "[Errno 111] Connection refused" only; a timeout (etcd
+                # killed) "The read operation timed out", minutes on end
                 down = (": the control plane is not running (`coach cluster status` says which part stopped; "
-                        "`coach cluster up` starts it)") if _refused(e) else ""
+                        "`coach cluster up` starts it)") if _refused(e) else _stopped_note()
                 raise ClusterError(f"apiserver {self.server}: {method} {path}: {e}{down}") from e
 
     def call(self, method: str, path: str, ok: tuple[int, ...] = (200, 201), **kw: Any) -> Obj:
@@ -119,6 +120,13 @@ class Kube:
     def ensure_namespace(self, name: str) -> None:
         self.call("POST", "/api/v1/namespaces", ok=(201, 409),
                   json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+
+def _stopped_note() -> str:
+    from coach.cluster.control_plane import stopped   # it imports this module
+
+    gone = stopped()
+    return f": {', '.join(gone)} stopped; `coach cluster up` starts what is missing" if gone else ""
 
 
 _RESOURCES = {  # kind -> (API prefix, plural, namespaced): the kinds deploy/ manifests use

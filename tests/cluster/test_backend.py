@@ -135,6 +135,40 @@ def test_a_control_plane_stopped_under_a_job_fails_it_resumably(coach_home: Path
     assert after[:len(before)] == before and len(set(after)) == len(after), after   # went on, nothing again
     assert [e for p, e in after if p == "training"] == list(range(1, 7)), after
 
+def test_a_stopped_scheduler_or_etcd_is_named_not_waited_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """coach-scheduler killed: a group waited "for room" up to 600 s an attempt, 40 minutes in all;
+    etcd killed: each request timed out with "The read operation timed out" and no word of the
+    control plane (helper-33). On a control plane of its own: the session's stays whole."""
+    from coach import cluster
+    from coach.cluster.control_plane import ClusterState
+
+    monkeypatch.setenv("COACH_CLUSTER_DIR", str(tmp_path / "own-cluster"))
+    kubeconfig = cluster.up(nodes=2, cpu="4", memory="8Gi")
+    try:
+        pids = {p.name: p.pid for p in ClusterState.load(cluster.state_dir()).processes}
+        os.kill(pids["coach-scheduler"], signal.SIGKILL)
+        backend = ClusterBackend(Kube(kubeconfig), wait_timeout_s=600)
+        try:
+            t0 = time.monotonic()
+            with pytest.raises(BackendError, match="coach-gang's process, coach-scheduler, has stopped: nothing "
+                                                   "places the pods; `coach cluster up` starts what is missing"):
+                backend.deploy("nobody", {"scheduler": 1, "server": 1, "worker": 1},
+                               Placement(cpu=PLACEMENT.cpu, memory_gib=PLACEMENT.memory_gib, scheduler="gang"))
+            assert time.monotonic() - t0 < 30
+        finally:
+            backend.close()
+        os.kill(pids["etcd"], signal.SIGKILL)
+        kube = Kube(kubeconfig, timeout=3.0)
+        try:
+            with pytest.raises(cluster.ClusterError, match="timed out: etcd, coach-scheduler stopped; `coach cluster "
+                                                          "up` starts what is missing"):
+                kube.pods("default")
+        finally:
+            kube.close()
+    finally:
+        cluster.down()
+
+
 @pytest.mark.parametrize("scheduler, placed, waited", [("gang", "placed 0 of the 4 pods in 8 s", 8),
                                                        ("default", "placed 3 of the 4 pods and no more in 3 s", 3)])
 def test_a_group_that_cannot_be_placed_whole_holds_no_room(workload: Workload, scheduler: str, placed: str,

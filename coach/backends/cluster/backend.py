@@ -25,6 +25,7 @@ from typing import Callable, Mapping
 from coach import quantities
 from coach.backends.base import Capacity, Placement
 from coach.backends.local.backend import LocalBackend
+from coach.cluster.control_plane import PROCESS_OF, stopped
 from coach.cluster.errors import ClusterError
 from coach.cluster.kube import Kube, Obj
 from coach.cluster.nodes import room_per_node
@@ -157,6 +158,9 @@ class ClusterBackend(LocalBackend):
                 if time.monotonic() - cleared >= STALE_CHECK_S:   # a run killed meanwhile holds room
                     self._clear_stale()   # that the capacity read leaves out (its namespace is ours)
                     cleared = time.monotonic()
+                    if gone := stopped((PROCESS_OF[scheduler],)):   # it read "waiting for room", for 40 min
+                        raise BackendError(f"{scheduler}'s process, {gone[0]}, has stopped: nothing places the "
+                                           "pods; `coach cluster up` starts what is missing")
                 pods = [p for ps in self._pods(job_id).values() for p in ps]
                 waiting = [p for p in pods if not p["spec"].get("nodeName")]
                 if len(pods) < size:
