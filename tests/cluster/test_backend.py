@@ -169,6 +169,13 @@ def test_a_stopped_scheduler_or_etcd_is_named_not_waited_for(tmp_path: Path, mon
         cluster.down()
 
 
+def test_a_cluster_whose_nodes_were_deleted_says_how_to_make_them_again(workload: Workload) -> None:
+    workload.reset(nodes=0, cpu="4", memory="8Gi")   # all nodes deleted by hand: it said "0 node(s)" only
+    with pytest.raises(BackendError, match=r"the cluster has no room: 0 node\(s\) with 0 CPU and 0 GiB allocatable "
+                                           r"in all; `coach cluster up` makes the local control plane's nodes again"):
+        ClusterBackend(workload.kube)
+
+
 @pytest.mark.parametrize("scheduler, placed, waited", [("gang", "placed 0 of the 4 pods in 8 s", 8),
                                                        ("default", "placed 3 of the 4 pods and no more in 3 s", 3)])
 def test_a_group_that_cannot_be_placed_whole_holds_no_room(workload: Workload, scheduler: str, placed: str,

@@ -80,7 +80,8 @@ class ClusterBackend(LocalBackend):
         whole = room.whole   # room that other work holds now is waited for; a cluster with none at all is an error
         if whole.cpu <= 0 or whole.memory_gib <= 0:
             raise BackendError(f"the cluster has no room: {len(whole.nodes)} node(s) with {whole.cpu:g} CPU and "
-                               f"{whole.memory_gib:g} GiB allocatable in all")
+                               f"{whole.memory_gib:g} GiB allocatable in all"
+                               + "; `coach cluster up` makes the local control plane's nodes again" * (not whole.nodes))
         super().__init__(cpu=whole.cpu, memory_gib=whole.memory_gib, functions_dir=functions_dir, log_dir=log_dir)
         self.capacity = room
         for role in ROLES:   # a pod must name its container's image
