@@ -155,9 +155,11 @@ def test_a_stopped_scheduler_or_etcd_is_named_not_waited_for(tmp_path: Path, mon
                 backend.deploy("nobody", {"scheduler": 1, "server": 1, "worker": 1},
                                Placement(cpu=PLACEMENT.cpu, memory_gib=PLACEMENT.memory_gib, scheduler="gang"))
             assert time.monotonic() - t0 < 30
+            os.kill(pids["etcd"], signal.SIGKILL)
         finally:
-            backend.close()
-        os.kill(pids["etcd"], signal.SIGKILL)
+            t0 = time.monotonic()
+            backend.close()   # a Ctrl-C with etcd gone took 82 s: a 30 s timeout per request
+            assert time.monotonic() - t0 < 5
         kube = Kube(kubeconfig, timeout=3.0)
         try:
             with pytest.raises(cluster.ClusterError, match="timed out: etcd, coach-scheduler stopped; `coach cluster "

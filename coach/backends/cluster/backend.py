@@ -251,6 +251,8 @@ class ClusterBackend(LocalBackend):
 
     def teardown(self, job_id: str) -> None:
         super().teardown(job_id)
+        if self._closed and stopped(("etcd", "kube-apiserver")):
+            return   # each request would time out (30 s: a Ctrl-C took 82 s); the next backend clears them
         try:
             self.kube.delete_pods(NAMESPACE, f"{LABEL_JOB}={job_id}")
         except ClusterError as e:
@@ -259,8 +261,11 @@ class ClusterBackend(LocalBackend):
 
     def close(self) -> None:
         """Called twice on Ctrl-C (by the signal handler, then once the jobs have ended), so the
-        second call deletes the pods a job thread created in between."""
+        second call deletes the pods a job thread created in between. The pods of a control plane
+        whose etcd or apiserver has stopped are left: the next backend clears them as stale."""
         super().close()
+        if stopped(("etcd", "kube-apiserver")):
+            return
         for job_id in list(self._created):
             try:
                 self.kube.delete_pods(NAMESPACE, f"{LABEL_JOB}={job_id}")
