@@ -255,7 +255,8 @@ def test_pods_a_run_killed_meanwhile_left_are_deleted_while_a_group_waits(worklo
             workload.kube.create_pod({   # bound by hand, each filling its node
                 "apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": f"killed-worker-{i}", "namespace": NAMESPACE,
-                             "labels": {"coach.io/job": "killed", "coach.io/role": "worker"},
+                             "labels": {"coach.io/job": "killed", "coach.io/role": "worker",
+                                        "app.kubernetes.io/managed-by": "coach"},   # as Coach labels its pods
                              "annotations": {"coach.io/owner": dead}},
                 "spec": {"nodeName": node, "containers": [{"name": "worker", "image": "coach-functions:0.1.0",
                                                            "resources": {"requests": {"cpu": "4"}}}]}})
