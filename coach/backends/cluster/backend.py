@@ -71,6 +71,7 @@ class ClusterBackend(LocalBackend):
         self._owner = process_identity(os.getpid()) or str(os.getpid())
         self._serials = itertools.count(int(time.time() * 10))   # unique across runs, not only in this one
         self._created: set[str] = set()   # jobs this backend made pods for
+        self._plane_gone = False   # read once a close starts: etcd or the apiserver has stopped
         try:
             kube.ensure_namespace(NAMESPACE)
             self._clear_stale()
@@ -251,7 +252,7 @@ class ClusterBackend(LocalBackend):
 
     def teardown(self, job_id: str) -> None:
         super().teardown(job_id)
-        if self._closed and stopped(("etcd", "kube-apiserver")):
+        if self._closed and self._plane_gone:
             return   # each request would time out (30 s: a Ctrl-C took 82 s); the next backend clears them
         try:
             self.kube.delete_pods(NAMESPACE, f"{LABEL_JOB}={job_id}")
@@ -263,8 +264,9 @@ class ClusterBackend(LocalBackend):
         """Called twice on Ctrl-C (by the signal handler, then once the jobs have ended), so the
         second call deletes the pods a job thread created in between. The pods of a control plane
         whose etcd or apiserver has stopped are left: the next backend clears them as stale."""
+        self._plane_gone = bool(stopped(("etcd", "kube-apiserver")))   # once, not once a job
         super().close()
-        if stopped(("etcd", "kube-apiserver")):
+        if self._plane_gone:
             return
         for job_id in list(self._created):
             try:
